@@ -1,0 +1,13 @@
+"""recsys_ltr: top-N recommendation from implicit feedback by learning to rank."""
+
+__version__ = "0.1.0"
+__all__ = ["Interactions", "__version__"]
+
+
+def __getattr__(name):
+    # Lazy, so that `import recsys_ltr.<submodule>` does not pay for pandas.
+    if name == "Interactions":
+        from recsys_ltr.interactions import Interactions
+
+        return Interactions
+    raise AttributeError(f"module 'recsys_ltr' has no attribute {name!r}")

@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from recsys_ltr._validation import (
+    check_feedback,
+    check_ids,
+    check_num_threads,
+    check_positive_int,
+    check_random_state,
+    check_same_shape,
+    check_scores,
+)
+
+
+def test_check_feedback_canonical_form():
+    X = sp.coo_matrix(([2.0, 1.0, 3.0], ([1, 0, 1], [2, 1, 0])), shape=(2, 3))
+    out = check_feedback(X)
+    assert isinstance(out, sp.csr_matrix)
+    assert out.has_sorted_indices and out.indices.dtype == np.int32
+    np.testing.assert_array_equal(out.toarray(), [[0, 1, 0], [1, 0, 1]])
+    np.testing.assert_array_equal(out.data, 1.0)
+
+
+def test_check_feedback_sums_duplicates_and_accepts_dense():
+    X = sp.coo_matrix(([1.0, 1.0], ([0, 0], [1, 1])), shape=(1, 2))
+    assert check_feedback(X).nnz == 1
+    np.testing.assert_array_equal(check_feedback(np.array([[0, 2], [1, 0]])).toarray(), [[0, 1], [1, 0]])
+
+
+def test_check_feedback_does_not_modify_input():
+    X = sp.csr_matrix(np.array([[0, 5.0]]))
+    check_feedback(X)
+    assert X.data[0] == 5.0
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (sp.csr_matrix(np.array([[np.nan, 1.0]])), "NaN"),
+        (sp.csr_matrix(np.array([[np.inf, 1.0]])), "infinite"),
+        (sp.csr_matrix(np.array([[-1.0, 1.0]])), "negative"),
+        (np.array([[np.nan, 1.0]]), "NaN"),
+        (sp.csr_matrix((2, 3)), "no interactions"),
+        (np.zeros(3), "2-D"),
+    ],
+)
+def test_check_feedback_rejects_bad_values(X, match):
+    with pytest.raises(ValueError, match=match):
+        check_feedback(X)
+
+
+def test_check_feedback_explicit_zero_and_types():
+    X = sp.csr_matrix((np.array([0.0, 1.0]), np.array([0, 1]), np.array([0, 2])), shape=(1, 2))
+    with pytest.raises(ValueError, match="explicit zero"):
+        check_feedback(X)
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        check_feedback("not a matrix")
+    with pytest.raises(TypeError, match="numeric"):
+        check_feedback(np.array([["a", "b"]]))
+    assert check_feedback(sp.csr_matrix((2, 3)), allow_empty=True).shape == (2, 3)
+
+
+def test_check_ids():
+    np.testing.assert_array_equal(check_ids(3, 5), [3])
+    np.testing.assert_array_equal(check_ids([0.0, 4.0], 5), [0, 4])
+    with pytest.raises(ValueError, match=r"out of range \[0, 5\): \[5\]"):
+        check_ids([1, 5], 5)
+    with pytest.raises(ValueError, match="out of range"):
+        check_ids(-1, 5)
+    with pytest.raises(TypeError, match="integers"):
+        check_ids([0.5], 5)
+    with pytest.raises(ValueError, match="1-D"):
+        check_ids([[1]], 5)
+
+
+def test_small_checks():
+    assert check_positive_int(3, "k") == 3
+    with pytest.raises(TypeError):
+        check_positive_int(2.5, "k")
+    with pytest.raises(TypeError):
+        check_positive_int(True, "k")
+    with pytest.raises(ValueError, match="k must be <= 4"):
+        check_positive_int(5, "k", maximum=4)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        check_same_shape(sp.csr_matrix((2, 2)), sp.csr_matrix((2, 3)), "train", "test")
+    assert check_num_threads(1) == 1
+    assert check_num_threads(0) >= 1
+    g = check_random_state(3)
+    assert g.integers(1000) == np.random.default_rng(3).integers(1000)
+    assert check_random_state(g) is g
+    with pytest.raises(TypeError):
+        check_random_state("seed")
+    with pytest.raises(ValueError, match="shape"):
+        check_scores(np.zeros((2, 2)), (2, 3))
+    with pytest.raises(ValueError, match="NaN"):
+        check_scores(np.array([[np.nan]]), (1, 1))
