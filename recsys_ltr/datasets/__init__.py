@@ -1,0 +1,47 @@
+"""Real data sets (registry, checksums, loaders) and the synthetic generator.
+
+>>> from recsys_ltr import datasets
+>>> datasets.available()                      # registered sets present in the data directory
+>>> data = datasets.load("movielens-100k")    # -> recsys_ltr.Interactions
+>>> toy = datasets.make_synthetic(seed=0)     # no files needed
+
+See ``datasets/README.md`` at the top of the repository for where each set comes from, its
+terms of use, and where to put the files (``$RECSYS_LTR_DATA``).
+"""
+
+from ._registry import (
+    ENV_VAR,
+    ChecksumError,
+    cache_dir,
+    dataset_info,
+    dataset_path,
+    download,
+    resolve_data_dir,
+)
+from .loaders import available, list_datasets, load, load_presplit
+from .synthetic import make_synthetic
+
+__all__ = [
+    "ENV_VAR",
+    "ChecksumError",
+    "available",
+    "cache_dir",
+    "dataset_info",
+    "dataset_path",
+    "download",
+    "list_datasets",
+    "load",
+    "load_letor",
+    "load_presplit",
+    "make_synthetic",
+    "resolve_data_dir",
+]
+
+
+def __getattr__(name):
+    # Lazy: the LTR reader imports scikit-learn's svmlight parser.
+    if name == "load_letor":
+        from .letor import load_letor
+
+        return load_letor
+    raise AttributeError(f"module 'recsys_ltr.datasets' has no attribute {name!r}")

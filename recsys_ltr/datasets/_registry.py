@@ -1,0 +1,277 @@
+"""Where data set files live, their checksums, and how to fetch them.
+
+``registry.json`` (package data) describes every registered set: title, publisher, home page,
+licence note, citation, the files with the sha256 of their *uncompressed* content, the files
+``required`` to load it, and its download ``sources`` (a zip archive or a base URL for the
+individual files; none when the licence requires a manual download).
+
+Data directory resolution (:func:`resolve_data_dir`): the ``data_dir`` argument, else the
+environment variable ``RECSYS_LTR_DATA``, else ``../shared/datasets`` relative to the current
+working directory when it exists, else the download cache ``~/.cache/recsys_ltr``.  Set
+``name``'s files are looked up in ``<dir>/<name>/``; unless ``data_dir`` is given explicitly,
+the download cache is searched too.  A file may also be stored gzipped (``<file>.gz``); it is
+then decompressed transparently and its checksum is taken over the decompressed bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import tempfile
+import urllib.request
+import zipfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+__all__ = [
+    "ChecksumError",
+    "ENV_VAR",
+    "cache_dir",
+    "dataset_info",
+    "dataset_path",
+    "download",
+    "is_present",
+    "list_datasets",
+    "open_text",
+    "read_bytes",
+    "resolve_data_dir",
+]
+
+ENV_VAR = "RECSYS_LTR_DATA"
+_CHUNK = 1 << 20
+_verified: dict[tuple, str] = {}  # (path, size, mtime_ns) -> sha256 found, for this process
+
+
+class ChecksumError(ValueError):
+    """A data file's sha256 differs from the registry (corrupted or modified copy)."""
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict:
+    text = resources.files("recsys_ltr.datasets").joinpath("registry.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def list_datasets() -> list[str]:
+    """Names of all registered data sets (interaction and learning-to-rank sets)."""
+    return sorted(_registry())
+
+
+def dataset_info(name: str) -> dict:
+    """The registry entry of ``name`` (a copy): publisher, homepage, license, files, ..."""
+    reg = _registry()
+    if name not in reg:
+        raise ValueError(f"unknown data set {name!r}; registered: {', '.join(sorted(reg))}")
+    return json.loads(json.dumps(reg[name]))
+
+
+def cache_dir() -> Path:
+    """The download cache, ``~/.cache/recsys_ltr``."""
+    return Path.home() / ".cache" / "recsys_ltr"
+
+
+def resolve_data_dir(data_dir=None) -> Path:
+    """The data directory: argument, else ``$RECSYS_LTR_DATA``, else ``./../shared/datasets``
+    when it exists, else the download cache."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    shared = Path.cwd().parent / "shared" / "datasets"
+    return shared if shared.is_dir() else cache_dir()
+
+
+def _search_dirs(data_dir) -> list[Path]:
+    dirs = [resolve_data_dir(data_dir)]
+    if data_dir is None and cache_dir() not in dirs:
+        dirs.append(cache_dir())
+    return dirs
+
+
+def _find(name: str, filename: str, data_dir) -> Path | None:
+    for d in _search_dirs(data_dir):
+        for candidate in (d / name / filename, d / name / f"{filename}.gz"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def is_present(name: str, data_dir=None) -> bool:
+    """Whether every file ``name`` needs to load is present (checksums not verified)."""
+    return all(_find(name, f, data_dir) is not None for f in dataset_info(name)["required"])
+
+
+def dataset_path(name: str, filename: str, data_dir=None, verify: bool = True) -> Path:
+    """Path of one registered file of data set ``name`` (possibly ``<filename>.gz``).
+
+    Parameters
+    ----------
+    name : str
+        Registered data set.
+    filename : str
+        File name relative to the set's folder, as in the registry (e.g. ``"u.data"``).
+    data_dir : path or None
+        See :func:`resolve_data_dir`.
+    verify : bool
+        Check the sha256 (once per process and file; the verdict is cached).
+
+    Raises
+    ------
+    FileNotFoundError
+        The file is absent; the message says what to download, from whom, and where to put it.
+    ChecksumError
+        The file's content differs from the registered one.
+    """
+    info = dataset_info(name)
+    if filename not in info["files"]:
+        raise ValueError(f"{filename!r} is not a registered file of {name!r}; files: {sorted(info['files'])}")
+    path = _find(name, filename, data_dir)
+    if path is None:
+        raise FileNotFoundError(_missing_message(name, filename, info, data_dir))
+    if verify:
+        _verify(path, info["files"][filename], name)
+    return path
+
+
+def open_text(path, encoding: str = "utf-8") -> io.TextIOBase:
+    """Open a data file for reading text, decompressing ``.gz`` transparently."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return open(path, encoding=encoding, newline="")
+
+
+def read_bytes(path) -> bytes:
+    """A data file's (decompressed) bytes."""
+    path = Path(path)
+    return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verify(path: Path, expected: str, name: str) -> None:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _verified:
+        _verified[key] = _sha256(path)
+    if _verified[key] != expected:
+        info = dataset_info(name)
+        raise ChecksumError(
+            f"{path}: sha256 {_verified[key]} differs from the registered {expected} "
+            f"(data set {name!r}). The file is corrupted or a modified copy; fetch the original "
+            f"from {info['publisher']} ({info['homepage']}), or pass verify=False to use it anyway."
+        )
+
+
+def _missing_message(name: str, filename: str, info: dict, data_dir) -> str:
+    where = resolve_data_dir(data_dir) / name
+    searched = ", ".join(str(d / name) for d in _search_dirs(data_dir))
+    how = (
+        f"recsys_ltr.datasets.download({name!r}) fetches it into {cache_dir() / name}"
+        if info["sources"]
+        else f"it cannot be downloaded automatically: {info['manual']}"
+    )
+    return (
+        f"data set {name!r} ({info['title']}): file {filename!r} not found (searched {searched}). "
+        f"Get it from {info['publisher']}: {info['homepage']} (terms: {info['license']}). "
+        f"Put its files in {where}/ (or point ${ENV_VAR} or data_dir at a directory holding a "
+        f"{name}/ folder); {how}."
+    )
+
+
+# ---------------------------------------------------------------------- download
+def download(name: str, data_dir=None, verify: bool = True) -> Path:
+    """Fetch ``name``'s registered files from its publisher into ``<data_dir or cache>/<name>/``.
+
+    Sources are tried in registry order; each file is checksummed before it is moved into
+    place (a source whose bytes differ is skipped).  Files already present and valid are kept.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder holding the files.
+    """
+    info = dataset_info(name)
+    if not info["sources"]:
+        raise RuntimeError(f"data set {name!r} cannot be downloaded automatically: {info['manual']}; "
+                           f"put the files in {resolve_data_dir(data_dir) / name}/")
+    target = (Path(data_dir).expanduser() if data_dir is not None else cache_dir()) / name
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = {f: sha for f, sha in info["files"].items() if not _valid(target / f, sha)}
+    errors = []
+    for source in info["sources"]:
+        if not wanted:
+            break
+        fetched = _fetch(source, list(wanted), errors)
+        for fname, data in fetched.items():
+            got = hashlib.sha256(data).hexdigest()
+            if verify and got != wanted[fname]:
+                errors.append(f"{source['url']}: {fname} has sha256 {got}, expected {wanted[fname]}")
+                continue
+            _write_atomic(target / fname, data)
+            del wanted[fname]
+    required_missing = [f for f in info["required"] if f in wanted]
+    if required_missing:
+        raise OSError(f"could not download {required_missing} of {name!r}: " + "; ".join(errors))
+    return target
+
+
+def _valid(path: Path, sha: str) -> bool:
+    return path.is_file() and _sha256(path) == sha
+
+
+def _urlopen(url: str):
+    req = urllib.request.Request(url, headers={"User-Agent": "recsys_ltr"})
+    return urllib.request.urlopen(req, timeout=60)
+
+
+def _get(url: str) -> bytes:
+    with _urlopen(url) as resp:
+        return resp.read()
+
+
+def _fetch(source: dict, filenames: list[str], errors: list[str]) -> dict[str, bytes]:
+    """Bytes of the wanted files one source has; failures are appended to ``errors``."""
+    out = {}
+    if source["kind"] == "files":
+        for f in filenames:
+            try:
+                out[f] = _get(source["url"] + f)
+            except OSError as exc:  # URLError/HTTPError are OSErrors
+                errors.append(f"{source['url']}{f}: {exc}")
+        return out
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(_get(source["url"])))
+    except (OSError, zipfile.BadZipFile) as exc:
+        errors.append(f"{source['url']}: {exc}")
+        return out
+    members = set(archive.namelist())
+    prefix = source.get("prefix", "")
+    absent = [prefix + f for f in filenames if prefix + f not in members]
+    if absent:
+        errors.append(f"{source['url']}: the archive lacks {absent}")
+    return {f: archive.read(prefix + f) for f in filenames if prefix + f in members}
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,171 @@
+"""Per-user splits of a binary feedback matrix into train / validation / test.
+
+The dissertation's protocol (sec. 4.7.4): for every user, validation and test items are drawn
+uniformly without replacement from the user's positives O+_u; the rest is training data.
+The novelty protocol (sec. 4.7.5) draws them only from O+_u minus the ``exclude_top`` most
+popular items, popularity being the number of positives of each item in the full matrix.
+
+Counts per user (``r(x) = floor(x + 0.5)``, i.e. rounding half up).  Let ``n`` be the user's
+positives and ``m`` the *eligible* ones (``m = n``, or the positives outside the top items
+under the novelty protocol):
+
+* ``n_test = min(r(test * m), n - 1)``
+* ``n_val  = min(r(val * m), m - n_test, n - 1 - n_test)``
+
+so every user keeps at least one training positive, and users with too few positives
+(``r(test * m) = r(val * m) = 0``, e.g. ``n <= 2`` at the defaults) stay entirely in train.
+Train, validation and test are disjoint and sum to the input matrix.
+
+Everything is vectorised: one uniform random key per nonzero, ineligible entries pushed to
+the end of their row, and a lexsort by (row, key) ranks each user's positives at once.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_feedback, check_positive_int, check_random_state
+
+__all__ = ["holdout", "novelty_holdout", "folds", "leave_k_out", "split_counts"]
+
+
+def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
+    """Split each user's positives at random into train / validation / test.
+
+    Parameters
+    ----------
+    X : sparse matrix, array or Interactions
+        Binary users x items feedback (see :func:`recsys_ltr._validation.check_feedback`).
+    val, test : float
+        Fractions of each user's eligible positives held out (``0 <= val, test``,
+        ``val + test < 1``); see the module docstring for the exact rounding.
+    seed : None, int or numpy.random.Generator
+        Same seed, same split.
+    exclude_top : int or None
+        Novelty protocol: validation and test items are never among the ``exclude_top`` most
+        popular items of ``X`` (ties in popularity broken by lower item index).
+
+    Returns
+    -------
+    train, val, test : scipy.sparse.csr_matrix
+        Canonical matrices of ``X``'s shape; disjoint, and ``train + val + test == X``.
+    """
+    X = check_feedback(X)
+    val, test = _check_fractions(val, test)
+    eligible = _eligible(X, exclude_top)
+    n = np.diff(X.indptr)
+    m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
+    n_test, n_val = split_counts(n, m, val, test)
+    return _assign(X, eligible, n_test, n_val, check_random_state(seed))
+
+
+def novelty_holdout(X, val=0.1, test=0.2, seed=0, exclude_top=100):
+    """:func:`holdout` under the novelty protocol (dissertation sec. 4.7.5)."""
+    if exclude_top is None:
+        raise ValueError("novelty_holdout needs exclude_top (an int >= 1)")
+    return holdout(X, val=val, test=test, seed=seed, exclude_top=exclude_top)
+
+
+def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator[tuple]:
+    """Yield ``n_folds`` independent :func:`holdout` splits (the paper uses three).
+
+    Fold ``f`` is ``holdout(X, ..., seed=seed + f)`` for an int seed (so any single fold can be
+    reproduced on its own); a Generator seed is consumed fold after fold.
+    """
+    n_folds = check_positive_int(n_folds, "n_folds")
+    X = check_feedback(X)
+    _check_fractions(val, test)
+    _eligible(X, exclude_top)
+    check_random_state(seed)  # fail on a bad seed now, not at the first fold
+    return (
+        holdout(X, val=val, test=test, seed=seed + f if isinstance(seed, numbers.Integral) else seed,
+                exclude_top=exclude_top)
+        for f in range(n_folds)
+    )
+
+
+def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
+    """Hold out exactly ``k`` test and ``val_k`` validation positives per user.
+
+    Users with fewer than ``k + val_k + 1`` eligible positives (so that at least one
+    training positive remains) stay entirely in train.  ``exclude_top`` as in :func:`holdout`.
+
+    Returns
+    -------
+    train, val, test : scipy.sparse.csr_matrix
+        ``val`` is empty when ``val_k == 0``.
+    """
+    X = check_feedback(X)
+    k = check_positive_int(k, "k")
+    val_k = check_positive_int(val_k, "val_k", minimum=0)
+    eligible = _eligible(X, exclude_top)
+    n = np.diff(X.indptr)
+    m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
+    ok = (m >= k + val_k) & (n >= k + val_k + 1)
+    return _assign(X, eligible, np.where(ok, k, 0), np.where(ok, val_k, 0), check_random_state(seed))
+
+
+def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
+    """Per-user ``(n_test, n_val)`` of :func:`holdout` (module docstring) from the numbers of
+    positives ``n`` and eligible positives ``m``."""
+    n = np.asarray(n, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    n_test = np.minimum(np.floor(test * m + 0.5).astype(np.int64), np.maximum(n - 1, 0))
+    n_val = np.minimum(np.floor(val * m + 0.5).astype(np.int64), np.minimum(m - n_test, n - 1 - n_test))
+    return n_test, np.maximum(n_val, 0)
+
+
+# ---------------------------------------------------------------------- internals
+def _check_fractions(val, test) -> tuple[float, float]:
+    for name, v in (("val", val), ("test", test)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a number in [0, 1), got {v!r}")
+        if not 0 <= v < 1:
+            raise ValueError(f"{name} must be in [0, 1), got {v}")
+    if val + test >= 1:
+        raise ValueError(f"val + test must be < 1 to leave training data, got {val} + {test}")
+    return float(val), float(test)
+
+
+def _rows(X: sp.csr_matrix) -> np.ndarray:
+    return np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+
+
+def _eligible(X: sp.csr_matrix, exclude_top) -> np.ndarray:
+    """Mask over the nonzeros of ``X``: True where the item may be held out."""
+    if exclude_top is None:
+        return np.ones(X.nnz, dtype=bool)
+    exclude_top = check_positive_int(exclude_top, "exclude_top", minimum=0)
+    if exclude_top >= X.shape[1]:
+        raise ValueError(f"exclude_top={exclude_top} leaves no item to hold out (X has {X.shape[1]} items)")
+    pop = np.bincount(X.indices, minlength=X.shape[1])
+    top = np.argsort(-pop, kind="stable")[:exclude_top]
+    banned = np.zeros(X.shape[1], dtype=bool)
+    banned[top] = True
+    return ~banned[X.indices]
+
+
+def _assign(X, eligible, n_test, n_val, rng):
+    """Route each user's first ``n_test`` randomly ordered eligible positives to test, the next
+    ``n_val`` to validation, the rest to train."""
+    rows = _rows(X)
+    key = rng.random(X.nnz)
+    key[~eligible] = 2.0  # after every eligible entry of the row
+    order = np.lexsort((key, rows))
+    rank = np.empty(X.nnz, dtype=np.int64)
+    rank[order] = np.arange(X.nnz) - X.indptr[rows[order]]
+    is_test = rank < n_test[rows]
+    is_val = ~is_test & (rank < (n_test + n_val)[rows])
+    return _subset(X, rows, ~(is_test | is_val)), _subset(X, rows, is_val), _subset(X, rows, is_test)
+
+
+def _subset(X, rows, mask) -> sp.csr_matrix:
+    counts = np.bincount(rows[mask], minlength=X.shape[0])
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+    return sp.csr_matrix(
+        (np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape
+    )
