@@ -39,6 +39,10 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
         X = sp.csr_matrix(X, copy=True)
+        try:  # out-of-range indices or a broken indptr would make kernels read out of bounds
+            X.check_format(full_check=True)
+        except ValueError as exc:
+            raise ValueError(f"{name} is a malformed sparse matrix: {exc}") from None
         X.sum_duplicates()
     elif isinstance(X, (np.ndarray, list, tuple)):
         arr = np.asarray(X)

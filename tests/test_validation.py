@@ -95,3 +95,14 @@ def test_small_checks():
         check_scores(np.zeros((2, 2)), (2, 3))
     with pytest.raises(ValueError, match="NaN"):
         check_scores(np.array([[np.nan]]), (1, 1))
+
+
+@pytest.mark.parametrize(
+    "indices, indptr",
+    [([0, 99], [0, 1, 2]), ([0, -3], [0, 1, 2]), ([0, 1], [0, 3, 2])],
+)
+def test_check_feedback_rejects_malformed_csr(indices, indptr):
+    X = sp.csr_matrix((2, 4))
+    X.data, X.indices, X.indptr = np.ones(2), np.array(indices, dtype=np.int32), np.array(indptr, dtype=np.int32)
+    with pytest.raises(ValueError, match="malformed"):
+        check_feedback(X)
