@@ -284,16 +284,23 @@ def test_bad_construction(make, exc):
         make()
 
 
-def test_out_of_range_and_unsorted_indices():
+@pytest.mark.parametrize("bad_index", [99, -1])
+def test_out_of_range_indices(bad_index):
+    bad = random_relevance().copy()
+    bad.indices[0] = bad_index
+    with pytest.raises(ValueError, match="malformed"):
+        WarpSampler(bad)
+
+
+def test_unsorted_and_duplicate_indices_are_canonicalised():
     R = random_relevance()
-    bad = R.copy()
-    bad.indices[0] = 99
-    with pytest.raises(ValueError, match="out of range"):
-        WarpSampler(bad)
-    bad = R.copy()
-    bad.indices[0] = -1
-    with pytest.raises(ValueError):
-        WarpSampler(bad)
+    shuffled = R.copy()
+    row = slice(shuffled.indptr[0], shuffled.indptr[1])
+    shuffled.indices[row] = shuffled.indices[row][::-1].copy()
+    shuffled.has_sorted_indices = False
+    a = WarpSampler(R, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8)
+    b = WarpSampler(shuffled, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8)
+    np.testing.assert_array_equal(a.positives, b.positives)
 
 
 def test_bad_calls():

@@ -291,20 +291,6 @@ def _resolve_beta(n_irr: np.ndarray, beta, kappa, gamma) -> np.ndarray:
     return n_irr.copy()
 
 
-def _check_csr_structure(M: sp.csr_matrix, name: str) -> None:
-    """The kernels trust indptr/indices blindly: indices in range and strictly increasing per row."""
-    indptr, indices = M.indptr.astype(np.int64), M.indices.astype(np.int64)
-    if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
-        raise ValueError(f"{name} has a malformed CSR indptr")
-    if indices.size and (indices.min() < 0 or indices.max() >= M.shape[1]):
-        raise ValueError(f"{name} has column indices out of range [0, {M.shape[1]})")
-    increasing = np.diff(indices) > 0
-    row_ends = indptr[1:-1]
-    increasing[row_ends[(row_ends > 0) & (row_ends < indices.size)] - 1] = True
-    if not increasing.all():
-        raise ValueError(f"{name} has repeated or unsorted column indices within a row")
-
-
 def _check_dispatcher(fn, name: str) -> None:
     if not isinstance(fn, CPUDispatcher):
         raise TypeError(f"{name} must be a numba.njit function, got {type(fn).__name__}")
@@ -372,7 +358,6 @@ class WarpSampler:
         compile_mode: str = "pointer",
     ):
         R = check_feedback(relevant, "relevant")
-        _check_csr_structure(R, "relevant")
         self.n_queries, self.n_items = R.shape
         if self.n_items >= 2**31:
             raise ValueError(f"at most 2**31 - 1 items are supported, got {self.n_items}")
@@ -391,7 +376,6 @@ class WarpSampler:
                 )
             mode = _EXPLICIT
             Q = check_feedback(irrelevant, "irrelevant", allow_empty=True)
-            _check_csr_structure(Q, "irrelevant")
             if Q.shape != R.shape:
                 raise ValueError(f"shape mismatch: relevant is {R.shape} but irrelevant is {Q.shape}")
             overlap = R.multiply(Q).nnz
