@@ -1,0 +1,220 @@
+"""Numba kernels of the evaluator: ranks of held-out items by counting, and metrics of those ranks.
+
+Inputs are trusted (validated by :mod:`recsys_ltr.metrics`): CSR rows with sorted indices in
+``[0, n_items)``, test rows disjoint from train and exclude rows, a score block of matching shape.
+NaN is the one thing checked here (one vectorised pass per row, inside the parallel loop): rows
+holding a NaN score are flagged, so the caller can raise.
+
+Order of items for a user: score descending, then ``tiebreak`` ascending, where ``tiebreak[i]`` is
+item ``i``'s position when all items are sorted by (train popularity descending, item id
+ascending).  Item ``a`` *precedes* ``b`` when ``s[a] > s[b]``, or ``s[a] == s[b]`` and
+``tiebreak[a] < tiebreak[b]``: a strict total order, so every rank is exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Column order of the metric kernel's output; cutoff metrics follow, REC@k then P@k per cutoff.
+BASE_METRICS = ("ADG", "ATOP", "MAP", "NDCG", "AUC", "MRR")
+
+
+@njit(cache=True, inline="always")
+def _precedes(s_a, t_a, s_b, t_b):
+    return (s_a > s_b) | ((s_a == s_b) & (t_a < t_b))  # bitwise: no branch
+
+
+#: Users with at most this many test items are ranked by one vectorised pass per test item;
+#: above it, by one binary-search pass over the catalogue (:func:`_count_by_buckets`).
+LINEAR_MAX = 64
+
+
+@njit(cache=True)
+def _count_preceding(scores, tiebreak, s, t):
+    """Number of items of the whole catalogue preceding the key (s, t)."""
+    above = 0
+    ties = 0
+    for i in range(scores.shape[0]):  # branch-free, vectorised by LLVM
+        v = scores[i]
+        above += v > s
+        ties += v == s
+    if ties > 1:  # the key's own item always ties with itself
+        for i in range(scores.shape[0]):
+            if scores[i] == s and tiebreak[i] < t:
+                above += 1
+    return above
+
+
+@njit(cache=True)
+def _count_nan(scores):
+    nans = 0
+    for i in range(scores.shape[0]):
+        nans += scores[i] != scores[i]
+    return nans
+
+
+@njit(cache=True)
+def _count_by_buckets(scores, tiebreak, te_idx, out):
+    """Same counts as :func:`_count_preceding` for all test items, into ``out``, in O(n_items log m).
+
+    The m test items are sorted by precedence; each item of the catalogue is located among them
+    by binary search, and ``cnt[p]`` counts the items preceded by exactly p test items.  Such an
+    item precedes the sorted test items p, p+1, ... (minus itself when it is test item p).
+    """
+    m = te_idx.shape[0]
+    perm = np.argsort(tiebreak[te_idx])
+    perm = perm[np.argsort(-scores[te_idx[perm]], kind="mergesort")]  # stable: score desc, tie asc
+    s_sorted = scores[te_idx[perm]]
+    t_sorted = tiebreak[te_idx[perm]]
+    s_last, t_last = s_sorted[m - 1], t_sorted[m - 1]
+    cnt = np.zeros(m + 1, dtype=np.int64)
+    for i in range(scores.shape[0]):
+        s = scores[i]
+        t = tiebreak[i]
+        if _precedes(s_last, t_last, s, t):
+            continue  # preceded by every test item: precedes none
+        base = 0  # branch-free lower bound: number of sorted test items preceding i
+        size = m
+        while size > 1:
+            half = size >> 1
+            if _precedes(s_sorted[base + half], t_sorted[base + half], s, t):
+                base += half
+            size -= half
+        base += _precedes(s_sorted[base], t_sorted[base], s, t)
+        cnt[base] += 1
+    before = -1  # the test item itself falls in its own bucket
+    for q in range(m):
+        before += cnt[q]
+        out[perm[q]] = before
+
+
+@njit(cache=True)
+def _rank_row(scores, tiebreak, tr_idx, te_idx, ex_idx, ranks_out, linear_max):
+    """Ranks of one user's test items among the candidates; returns (n_candidates, saw_nan).
+
+    Counts the items of the whole catalogue preceding each test item (never sorting the
+    catalogue), then removes the non-candidates (train and exclude items) that precede it.
+    """
+    m = te_idx.shape[0]
+    if m <= linear_max:
+        for j in range(m):
+            ranks_out[j] = _count_preceding(scores, tiebreak, scores[te_idx[j]], tiebreak[te_idx[j]])
+    else:
+        _count_by_buckets(scores, tiebreak, te_idx, ranks_out)
+    n_removed = 0
+    b = 0  # merge pointer into the train indices, to skip exclude items already in train
+    for c in range(tr_idx.shape[0] + ex_idx.shape[0]):
+        if c < tr_idx.shape[0]:
+            item = tr_idx[c]
+        else:
+            item = ex_idx[c - tr_idx.shape[0]]
+            while b < tr_idx.shape[0] and tr_idx[b] < item:
+                b += 1
+            if b < tr_idx.shape[0] and tr_idx[b] == item:
+                continue
+        n_removed += 1
+        s, t = scores[item], tiebreak[item]
+        for j in range(m):
+            if _precedes(s, t, scores[te_idx[j]], tiebreak[te_idx[j]]):
+                ranks_out[j] -= 1
+    return scores.shape[0] - n_removed, _count_nan(scores) > 0
+
+
+@njit(cache=True, parallel=True)
+def rank_block(scores, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_idx, linear_max):
+    """Ranks of every test item of a block of users (rows of ``scores``).
+
+    Returns ``ranks`` aligned with ``te_idx`` (0-based ranks among the user's candidates),
+    ``n_candidates`` per row and ``nan_rows`` (True where a score of the row is NaN).
+    Rows without test items get ``n_candidates = -1`` (not computed).
+    """
+    n_rows = scores.shape[0]
+    ranks = np.empty(te_idx.shape[0], dtype=np.int64)
+    n_cand = np.full(n_rows, -1, dtype=np.int64)
+    nan_rows = np.zeros(n_rows, dtype=np.bool_)
+    for r in prange(n_rows):
+        lo, hi = te_ptr[r], te_ptr[r + 1]
+        if hi == lo:
+            continue
+        n_cand[r], nan_rows[r] = _rank_row(
+            scores[r],
+            tiebreak,
+            tr_idx[tr_ptr[r] : tr_ptr[r + 1]],
+            te_idx[lo:hi],
+            ex_idx[ex_ptr[r] : ex_ptr[r + 1]],
+            ranks[lo:hi],
+            linear_max,
+        )
+    return ranks, n_cand, nan_rows
+
+
+@njit(cache=True)
+def _metric_row(r, n, cutoffs, out):
+    """Metrics of one user from the sorted ranks ``r`` of its m test items among n candidates."""
+    m = r.shape[0]
+    adg = 0.0
+    atop = 0.0
+    ap = 0.0
+    idcg = 0.0
+    misordered = 0
+    for j in range(m):
+        adg += 1.0 / np.log2(r[j] + 2.0)
+        idcg += 1.0 / np.log2(j + 2.0)
+        atop += 1.0 - r[j] / (n - 1.0) if n > 1 else 1.0
+        ap += (j + 1.0) / (r[j] + 1.0)
+        misordered += r[j] - j  # irrelevant candidates ranked above the j-th relevant item
+    n_irr = n - m
+    out[0] = adg / m
+    out[1] = atop / m
+    out[2] = ap / m
+    out[3] = adg / idcg
+    out[4] = 1.0 - misordered / (m * n_irr) if n_irr > 0 else 1.0
+    out[5] = 1.0 / (r[0] + 1.0)
+    nb = len(BASE_METRICS)
+    for c in range(cutoffs.shape[0]):
+        hits = np.searchsorted(r, cutoffs[c])  # number of ranks < k
+        out[nb + 2 * c] = hits / m
+        out[nb + 2 * c + 1] = hits / cutoffs[c]
+
+
+@njit(cache=True, parallel=True)
+def evaluate_block(scores, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_idx, linear_max, cutoffs):
+    """Metric table of a block of users, every row having at least one test item.
+
+    Ranks and metrics in one parallel region (one barrier per block).  Returns ``table``
+    (n_rows, 6 + 2 * len(cutoffs)) -- columns :data:`BASE_METRICS`, then REC@k and P@k per
+    cutoff k -- and ``nan_rows`` as in :func:`rank_block`.
+    """
+    n_rows = scores.shape[0]
+    table = np.empty((n_rows, len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    nan_rows = np.zeros(n_rows, dtype=np.bool_)
+    for r in prange(n_rows):
+        lo, hi = te_ptr[r], te_ptr[r + 1]
+        ranks = np.empty(hi - lo, dtype=np.int64)
+        n_cand, nan_rows[r] = _rank_row(
+            scores[r],
+            tiebreak,
+            tr_idx[tr_ptr[r] : tr_ptr[r + 1]],
+            te_idx[lo:hi],
+            ex_idx[ex_ptr[r] : ex_ptr[r + 1]],
+            ranks,
+            linear_max,
+        )
+        ranks.sort()
+        _metric_row(ranks, n_cand, cutoffs, table[r])
+    return table, nan_rows
+
+
+@njit(cache=True, parallel=True)
+def metrics_from_ranks(ranks, te_ptr, n_cand, rows, cutoffs):
+    """Metric table (len(rows), 6 + 2 * len(cutoffs)) from the output of :func:`rank_block`.
+
+    ``rows`` lists the rows to score (each with at least one test item); columns as in
+    :func:`evaluate_block`.  For callers ranking with :func:`recsys_ltr.metrics.rank_test_items`.
+    """
+    out = np.empty((rows.shape[0], len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    for j in prange(rows.shape[0]):
+        r = rows[j]
+        _metric_row(np.sort(ranks[te_ptr[r] : te_ptr[r + 1]]), n_cand[r], cutoffs, out[j])
+    return out

@@ -1,0 +1,369 @@
+"""Top-N evaluation from held-out positives: the UMD measures (ADG, ATOP, Recall@k) and the usual
+ranking metrics (dissertation sec. 4.4, Eq. 4.1-4.2).
+
+Protocol
+--------
+For user ``u`` the **candidates** are all items that are neither among ``u``'s training positives
+nor in ``u``'s row of ``exclude`` (the validation positives at test time).  Candidates are ordered
+by score descending; ties are broken by the item's popularity in ``train`` (descending), then by
+item id (ascending), so the order is total and every number below is exact.
+``rank(i)`` is the number of candidates preceding ``i`` (0-based, Definition 4.1: the top item has
+rank 0).  Over the user's test items ``R`` (``m = |R|``), among ``N`` candidates:
+
+=========  =================================================================================
+ADG        mean over ``R`` of ``1 / log2(rank + 2)`` -- Average Discounted Gain (Eq. 4.1).
+ATOP       mean over ``R`` of ``1 - rank / (N - 1)`` (1 when ``N == 1``); higher is better.
+REC@k      mean over ``R`` of ``[rank < k]`` (Recall at k).
+MAP        average precision over the full candidate list: mean over the sorted relevant
+           ranks ``r_1 < ... < r_m`` of ``j / (r_j + 1)``.
+NDCG       ``sum_R 1/log2(rank + 2)`` divided by the ideal ``sum_{j<m} 1/log2(j + 2)``
+           (binary gain, full list).
+P@k        hits among the top ``k`` candidates divided by ``k``.
+AUC        fraction of (relevant, irrelevant candidate) pairs in the right order (1 when every
+           candidate is relevant).
+MRR        ``1 / (min rank + 1)``.
+=========  =================================================================================
+
+ADG, ATOP and REC@k share the form ``mean_{i in R} g(rank(i))`` (Eq. 4.2): under the missing-data
+model where observed positives are a simple random sample of the relevant set, their observed
+value is unbiased for the complete one (Theorem 4.1); NDCG is not unless nothing is missing
+(Theorem 4.2).  Means are taken over users with at least one test item; per-user values are kept
+for standard errors and paired tests.
+
+Speed: the candidate list is never sorted.  A numba kernel, parallel over users, counts how many
+items precede each test item (one vectorised pass per test item, or for users with many test items
+one binary-search pass over the catalogue against their sorted test items, O(n_items log m)), then
+subtracts the preceding non-candidates (:mod:`recsys_ltr._ranking`).  Scores are requested in
+bounded user batches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+from recsys_ltr import _ranking
+from recsys_ltr._ranking import BASE_METRICS, evaluate_block, rank_block
+from recsys_ltr._validation import (
+    check_feedback,
+    check_ids,
+    check_num_threads,
+    check_positive_int,
+    check_same_shape,
+)
+
+__all__ = ["evaluate", "rank_test_items", "EvaluationResult", "METRICS", "DEFAULT_BLOCK_BYTES"]
+
+#: Metric names accepted by :func:`evaluate`; ``REC`` and ``P`` take a cutoff (``"REC@20"``, or
+#: the ``k`` argument when written bare).  Result keys always carry the cutoff.
+METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
+_CUTOFF_METRICS = ("REC", "P")
+#: Default bound on the dense score block held at once (bytes); sets the default ``batch_size``.
+DEFAULT_BLOCK_BYTES = 256 * 2**20
+
+
+class EvaluationResult(Mapping):
+    """Mean of each metric over the evaluated users, as a read-only mapping name -> float.
+
+    Attributes
+    ----------
+    users : int64 array
+        Ids of the evaluated users (ascending; each has at least one test item).
+    per_user : dict of str -> float64 array
+        Per-user values of each metric, aligned with ``users``.
+    stderr : dict of str -> float
+        Standard error of each mean (sample standard deviation / sqrt(n); NaN for one user).
+    k : int
+        The default cutoff used for bare ``REC``/``P``.
+    """
+
+    def __init__(self, per_user: dict[str, np.ndarray], users: np.ndarray, k: int):
+        self.per_user = per_user
+        self.users = users
+        self.k = k
+        n = len(users)
+        self._means = {name: float(v.mean()) for name, v in per_user.items()}
+        self.stderr = {
+            name: float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan") for name, v in per_user.items()
+        }
+
+    def __getitem__(self, name: str) -> float:
+        try:
+            return self._means[name]
+        except KeyError:
+            raise KeyError(f"{name!r} was not computed; available: {', '.join(self._means)}") from None
+
+    def __iter__(self):
+        return iter(self._means)
+
+    def __len__(self) -> int:
+        return len(self._means)
+
+    def __repr__(self) -> str:
+        width = max(map(len, self._means), default=0)
+        rows = [f"  {name:<{width}}  {mean:.4f} ± {self.stderr[name]:.4f}" for name, mean in self._means.items()]
+        return f"EvaluationResult(n_users={len(self.users)}, k={self.k})\n" + "\n".join(rows)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable summary: means, standard errors, number of users and k."""
+        return {"means": dict(self._means), "stderr": dict(self.stderr), "n_users": len(self.users), "k": self.k}
+
+
+def evaluate(
+    model_or_score_fn,
+    train,
+    test,
+    exclude=None,
+    metrics=None,
+    k=10,
+    batch_size=None,
+    users=None,
+    num_threads=0,
+    show_progress=False,
+) -> EvaluationResult:
+    """Evaluate a scorer on held-out positives (see the module docstring for the definitions).
+
+    Parameters
+    ----------
+    model_or_score_fn : object with ``score(user_ids)``, or callable
+        Maps an int64 array of user ids to a dense ``(len(user_ids), n_items)`` score array
+        (higher = better; ``-inf`` allowed, NaN is an error).
+    train, test : feedback matrices (users x items)
+        Training positives (define the candidates and the popularity tie-break) and held-out
+        positives.  ``test`` must be disjoint from ``train`` and ``exclude``: a test item that is
+        not a candidate has no rank, so an overlap raises ``ValueError`` (holdout splits are
+        disjoint by construction).
+    exclude : feedback matrix, optional
+        More items removed from each user's candidates (e.g. validation positives).
+    metrics : iterable of str, optional
+        Subset of :data:`METRICS` (``"REC@20"``-style cutoffs allowed); ``None`` means all.
+    k : int
+        Cutoff of bare ``REC`` and ``P``; must not exceed the number of items when one of
+        them is requested (a larger ``k`` raises rather than being clamped).
+    batch_size : int, optional
+        Users scored per block; default keeps the float64 block under
+        :data:`DEFAULT_BLOCK_BYTES`.
+    users : array of int, optional
+        Restrict the evaluation to these users (those without test items are skipped).
+    num_threads : int
+        Numba threads (0: all).  Results do not depend on it.
+    show_progress : bool
+        Show a progress bar over blocks.
+
+    Returns
+    -------
+    EvaluationResult
+        Mapping from metric name (``"ADG"``, ``"ATOP"``, ``"REC@10"``, ``"MAP"``, ``"NDCG"``,
+        ``"P@10"``, ``"AUC"``, ``"MRR"``) to its mean over users, with ``per_user``,
+        ``users`` and ``stderr``.
+
+    Raises
+    ------
+    ValueError
+        On shape mismatches, overlapping test/train or test/exclude, an unknown metric, ``k``
+        larger than the catalogue, users out of range, no user with a test item to evaluate,
+        or a score block of the wrong shape or with NaN scores.
+    """
+    score_fn = _score_function(model_or_score_fn)
+    train, test, exclude = _check_matrices(train, test, exclude)
+    n_users, n_items = train.shape
+    names, cutoffs = _parse_metrics(metrics, k, n_items)
+    eval_users = _users_to_evaluate(test, users)
+    if batch_size is None:
+        batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
+    batch_size = check_positive_int(batch_size, "batch_size")
+    tiebreak = _tiebreak(np.diff(train.tocsc().indptr))
+    columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in _CUTOFF_METRICS]
+
+    table = np.empty((len(eval_users), len(columns)))
+    starts = range(0, len(eval_users), batch_size)
+    with _numba_threads(check_num_threads(num_threads)):
+        for start in tqdm(starts, desc="evaluate", unit="block", disable=not show_progress):
+            block = eval_users[start : start + batch_size]
+            scores = _score_block(score_fn, block, n_items)
+            args = _kernel_args(scores, tiebreak, train[block], test[block], exclude[block])
+            table[start : start + len(block)], nan_rows = evaluate_block(*args, cutoffs)
+            _check_nan(nan_rows)
+    per_user = {name: np.ascontiguousarray(table[:, columns.index(name)]) for name in names}
+    return EvaluationResult(per_user, eval_users, int(k))
+
+
+def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity=None):
+    """Ranks of held-out items among each row's candidates, by counting (no full sort).
+
+    Kernel-level API shared by the evaluator and feature extractors.  Row ``r`` of every matrix
+    refers to the same user; ``scores`` is the dense ``(n_rows, n_items)`` block of those users.
+
+    Parameters
+    ----------
+    scores : array (n_rows, n_items)
+    train_rows, test_rows, exclude_rows : feedback matrices (n_rows, n_items)
+        Candidates of row ``r`` are the items outside ``train_rows[r]`` and ``exclude_rows[r]``;
+        ``test_rows`` must be disjoint from both.
+    popularity : array (n_items,), optional
+        Tie-break key (descending, then item id ascending); the evaluator uses the item counts of
+        the *full* training matrix.  ``None``: ties broken by item id only.
+
+    Returns
+    -------
+    ranks : int64 array (test_rows.nnz,)
+        0-based rank of each test item, aligned with the canonical CSR of ``test_rows``
+        (``check_feedback(test_rows).indices``: per row, items ascending).
+    n_candidates : int64 array (n_rows,)
+        Number of candidates of each row (-1 for rows without test items: not computed).
+
+    ``recsys_ltr._ranking.metrics_from_ranks`` turns these into the evaluator's metric table.
+    """
+    train_rows, test_rows, exclude_rows = _check_matrices(train_rows, test_rows, exclude_rows, allow_empty_train=True)
+    n_items = train_rows.shape[1]
+    if popularity is None:
+        popularity = np.zeros(n_items)
+    popularity = np.asarray(popularity, dtype=np.float64)
+    if popularity.shape != (n_items,) or not np.all(np.isfinite(popularity)):
+        raise ValueError(f"popularity must be a finite array of shape ({n_items},), got shape {popularity.shape}")
+    scores = _check_block(scores, train_rows.shape)
+    args = _kernel_args(scores, _tiebreak(popularity), train_rows, test_rows, exclude_rows)
+    ranks, n_cand, nan_rows = rank_block(*args)
+    _check_nan(nan_rows)
+    return ranks, n_cand
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def _check_matrices(train, test, exclude, *, allow_empty_train=False):
+    train = check_feedback(train, "train", allow_empty=allow_empty_train)
+    test = check_feedback(test, "test", allow_empty=True)
+    check_same_shape(train, test, "train", "test")
+    if exclude is None:
+        exclude = sp.csr_matrix(train.shape, dtype=np.float64)
+    else:
+        exclude = check_feedback(exclude, "exclude", allow_empty=True)
+        check_same_shape(train, exclude, "train", "exclude")
+    for other, name in ((train, "train"), (exclude, "exclude")):
+        overlap = test.multiply(other).nnz
+        if overlap:
+            raise ValueError(
+                f"test and {name} share {overlap} (user, item) pair(s); test items must be candidates, "
+                f"so remove them from {name} or from test (holdout splits are disjoint)"
+            )
+    return train, test, exclude
+
+
+def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:
+    """Result names (in request order) and the sorted distinct cutoffs they need."""
+    k = check_positive_int(k, "k")
+    if metrics is None:
+        metrics = METRICS
+    elif isinstance(metrics, str):
+        metrics = (metrics,)
+    names = []
+    for spec in metrics:
+        match = re.fullmatch(r"([A-Za-z]+)(?:@(\d+))?", str(spec))
+        base = match.group(1).upper() if match else None
+        if base not in METRICS or (match.group(2) and base not in _CUTOFF_METRICS):
+            raise ValueError(
+                f"unknown metric {spec!r}; valid names: {', '.join(METRICS)} "
+                f"({' and '.join(_CUTOFF_METRICS)} accept a cutoff, e.g. 'REC@20')"
+            )
+        if base in _CUTOFF_METRICS:
+            if match.group(2) is None and k > n_items:
+                raise ValueError(f"k={k} (the cutoff of {base}) is larger than the catalogue ({n_items} items)")
+            cutoff = int(match.group(2)) if match.group(2) else k
+            if not 1 <= cutoff <= n_items:
+                raise ValueError(f"cutoff of {spec!r} must lie in [1, {n_items}] (the catalogue size)")
+            base = f"{base}@{cutoff}"
+        if base not in names:
+            names.append(base)
+    if not names:
+        raise ValueError(f"metrics is empty; valid names: {', '.join(METRICS)}")
+    cutoffs = sorted({int(n.split("@")[1]) for n in names if "@" in n})
+    return names, np.asarray(cutoffs, dtype=np.int64)
+
+
+def _users_to_evaluate(test: sp.csr_matrix, users) -> np.ndarray:
+    has_test = np.diff(test.indptr) > 0
+    if users is None:
+        chosen = np.flatnonzero(has_test).astype(np.int64)
+    else:
+        users = np.unique(check_ids(users, test.shape[0], "users"))
+        chosen = users[has_test[users]]
+    if chosen.size == 0:
+        where = "test" if users is None else "test rows of the requested users"
+        raise ValueError(f"nothing to evaluate: the {where} hold no interactions")
+    return chosen
+
+
+def _tiebreak(popularity: np.ndarray) -> np.ndarray:
+    """Position of each item when sorted by popularity descending, then item id ascending."""
+    order = np.lexsort((np.arange(popularity.size), -popularity))
+    tiebreak = np.empty(popularity.size, dtype=np.int64)
+    tiebreak[order] = np.arange(popularity.size)
+    return tiebreak
+
+
+def _score_function(model_or_score_fn):
+    score = getattr(model_or_score_fn, "score", None)
+    if callable(score):
+        return score
+    if callable(model_or_score_fn):
+        return model_or_score_fn
+    raise TypeError(
+        "model_or_score_fn must have a score(user_ids) method or be a callable mapping user ids to "
+        f"scores, got {type(model_or_score_fn).__name__}"
+    )
+
+
+def _check_block(scores, shape) -> np.ndarray:
+    """Shape and dtype of a score block (NaN is detected inside the ranking kernel)."""
+    scores = np.asarray(scores)
+    if scores.shape != tuple(shape):
+        raise ValueError(f"score block must have shape {tuple(shape)} (users, n_items), got {scores.shape}")
+    if not (np.issubdtype(scores.dtype, np.number) or scores.dtype == bool) or np.iscomplexobj(scores):
+        raise TypeError(f"scores must be real numbers, got dtype {scores.dtype}")
+    if scores.dtype not in (np.float32, np.float64):
+        scores = scores.astype(np.float64)
+    return np.ascontiguousarray(scores)
+
+
+def _score_block(score_fn, block: np.ndarray, n_items: int) -> np.ndarray:
+    return _check_block(score_fn(block.copy()), (len(block), n_items))
+
+
+def _kernel_args(scores, tiebreak, train, test, exclude) -> tuple:
+    """Arguments of the ranking kernels for validated CSR rows of one block."""
+    return (
+        scores,
+        tiebreak,
+        *_csr_parts(train),
+        *_csr_parts(test),
+        *_csr_parts(exclude),
+        _ranking.LINEAR_MAX,  # read at call time so tests can exercise both counting paths
+    )
+
+
+def _check_nan(nan_rows: np.ndarray) -> None:
+    if nan_rows.any():
+        raise ValueError(
+            f"scores contain NaN in {int(nan_rows.sum())} row(s) of the block (row {np.argmax(nan_rows)} first)"
+        )
+
+
+def _csr_parts(X: sp.csr_matrix):
+    return X.indptr.astype(np.int64), X.indices.astype(np.int32)
+
+
+@contextmanager
+def _numba_threads(n: int):
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
