@@ -1,0 +1,278 @@
+"""Geometric Mean Metric Learning (GMML; Zadeh, Hosseini & Sra 2016; su2017 Algorithm 1).
+
+With ``S`` and ``D`` the sums of outer products of the differences of similar and dissimilar pairs
+(su2017 Eq. 4-5), each plus ``λI`` (Algorithm 1), GMML minimises ``tr(M S) + tr(M^{-1} D)``
+(Eq. 6).  Its gradient vanishes on the Riccati equation ``M S M = D`` (Eq. 8), solved in closed form
+by the matrix geometric mean (Eq. 9)::
+
+    M = S^{-1} #_{1/2} D = S^{-1/2} (S^{1/2} D S^{1/2})^{1/2} S^{-1/2}.
+
+The *weighted* variant takes the point at ``t`` on the geodesic from ``S^{-1}`` (t = 0) to ``D``
+(t = 1): ``M_t = S^{-1/2} (S^{1/2} D S^{1/2})^t S^{-1/2}``.
+
+Numerics: everything goes through symmetric eigendecompositions.  The geodesic is symmetric,
+``S^{-1} #_t D = D #_{1-t} S^{-1} = D^{1/2} (D^{1/2} S D^{1/2})^{-(1-t)} D^{1/2}``, so the
+formula used pivots on the better-conditioned of ``S`` and ``D`` and never inverts a square
+root of a nearly singular ``S``.  The result is returned as ``M = L^T L`` with
+``L = diag(e^{p/2}) U^T P`` (``U, e`` the eigenpairs of the inner matrix), symmetric positive
+definite by construction; eigenvalues are floored at ``1e-14`` times the largest one.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import zipfile
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .._validation import check_positive_int, check_random_state
+
+__all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter"]
+
+_FORMAT = "recsys_ltr.metric"
+_FORMAT_VERSION = 1
+
+_EIG_FLOOR = 1e-14
+
+
+def within_scatter(P: np.ndarray) -> np.ndarray:
+    """``sum_{i != j} (p_i - p_j)(p_i - p_j)^T`` over ordered pairs of rows of ``P``.
+
+    Closed form ``2 n P^T P - 2 s s^T`` with ``s`` the column sums (Algorithm 1, matrix ``S``).
+    """
+    s = P.sum(axis=0)
+    return 2.0 * P.shape[0] * (P.T @ P) - 2.0 * np.outer(s, s)
+
+
+def cross_scatter(P: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """``sum_{p in P, q in N} (p - q)(p - q)^T`` (Algorithm 1, matrix ``D``), in closed form."""
+    sp_, sn = P.sum(axis=0), N.sum(axis=0)
+    cross = np.outer(sp_, sn)
+    return N.shape[0] * (P.T @ P) + P.shape[0] * (N.T @ N) - cross - cross.T
+
+
+def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    w, V = np.linalg.eigh(0.5 * (A + A.T))
+    top = max(float(w[-1]), 0.0)
+    if not np.isfinite(top) or top == 0.0:
+        raise ValueError("scatter matrix is zero or not finite: increase regularization")
+    return np.maximum(w, _EIG_FLOOR * top), V
+
+
+def _power(w: np.ndarray, V: np.ndarray, p: float) -> np.ndarray:
+    return (V * w**p) @ V.T
+
+
+def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
+    """Return ``L`` with ``L^T L = S^{-1} #_t D`` (the GMML metric, Eq. 9 for ``t = 1/2``).
+
+    ``S`` and ``D`` must be symmetric positive semi-definite ``d x d`` matrices (add ``λI`` first
+    to make them definite).  See the module docstring for the numerics.
+    """
+    ws, Vs = _eigh(S)
+    wd, Vd = _eigh(D)
+    if ws[-1] / ws[0] <= wd[-1] / wd[0]:
+        # S better conditioned: M = S^{-1/2} (S^{1/2} D S^{1/2})^t S^{-1/2}
+        outer = _power(ws, Vs, -0.5)
+        root = _power(ws, Vs, 0.5)
+        inner_mat, p = root @ D @ root, t
+    else:
+        # D better conditioned: M = D^{1/2} (D^{1/2} S D^{1/2})^{-(1-t)} D^{1/2}
+        outer = _power(wd, Vd, 0.5)
+        inner_mat, p = outer @ S @ outer, -(1.0 - t)
+    e, U = _eigh(inner_mat)
+    return (e ** (0.5 * p))[:, None] * (U.T @ outer)
+
+
+class _DenseStateIO:
+    """``save``/``load`` of dense fitted arrays (``_state``: name -> ndim) plus a JSON header
+    (format, version, class, parameters) in one ``.npz`` read with ``allow_pickle=False``."""
+
+    _state: dict = {}
+
+    def save(self, path):
+        """Write parameters and fitted arrays to ``path`` (``.npz`` appended if missing)."""
+        self._check_fitted()
+        try:
+            header = json.dumps({"format": _FORMAT, "version": _FORMAT_VERSION,
+                                 "class": type(self).__name__, "params": self.get_params()})
+        except TypeError as exc:
+            raise ValueError(f"parameters are not JSON-serialisable (random_state a Generator?): {exc}") from exc
+        np.savez(path, header=np.array(header), **{k: getattr(self, k) for k in self._state})
+
+    @classmethod
+    def load(cls, path):
+        """Read an estimator written by :meth:`save`; malformed files raise ``ValueError``."""
+        path = os.fspath(path)
+        if not path.endswith(".npz") and not os.path.exists(path):
+            path += ".npz"
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+            header = json.loads(str(arrays.pop("header")))
+            ok = header.get("format") == _FORMAT and header.get("version") == _FORMAT_VERSION
+        except FileNotFoundError:
+            raise
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{path} is not a recsys_ltr metric-learner file: {exc}") from exc
+        if not ok or header.get("class") != cls.__name__:
+            raise ValueError(f"{path} does not hold a {cls.__name__} (format {_FORMAT} v{_FORMAT_VERSION})")
+        if set(arrays) != set(cls._state):
+            raise ValueError(f"{path}: arrays {sorted(arrays)}, expected {sorted(cls._state)}")
+        for name, ndim in cls._state.items():
+            a = arrays[name]
+            if a.ndim != ndim or not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
+                raise ValueError(f"{path}: {name} must be a finite {ndim}-D numeric array")
+        try:
+            model = cls(**header["params"])
+        except TypeError as exc:
+            raise ValueError(f"{path}: parameters do not fit {cls.__name__}: {exc}") from exc
+        for name in cls._state:
+            setattr(model, name, arrays[name].astype(np.float64))
+        model._restore(path)
+        return model
+
+
+class GMML(_DenseStateIO, BaseEstimator, TransformerMixin):
+    """Geometric Mean Metric Learning, a Mahalanobis metric in closed form (su2017 Algorithm 1).
+
+    Parameters
+    ----------
+    regularization : float, default=1.0
+        ``λ`` added to both scatter matrices (``S + λI``, ``D + λI``); > 0 makes the problem
+        strictly convex and the metric unique.  It is Zadeh et al.'s prior ``M_0 = I``.
+    t : float in [0, 1], default=0.5
+        Point on the geodesic from ``S^{-1}`` (0) to ``D`` (1); 0.5 is plain GMML (Eq. 9).
+    num_constraints : int or None, default=None
+        Number of similar and of dissimilar pairs that :meth:`fit` samples from the classes
+        (``None``: ``20 * n_classes**2``, metric-learn's habit).
+    random_state : int, Generator or None
+        Seed of the pair sampling in :meth:`fit`.
+
+    Attributes
+    ----------
+    components_ : ndarray (d, d)
+        ``L`` with ``M = L^T L``; :meth:`transform` maps ``x -> L x``.
+    metric_ : ndarray (d, d)
+        The symmetric positive definite Mahalanobis matrix ``M``.
+    """
+
+    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None):
+        self.regularization = regularization
+        self.t = t
+        self.num_constraints = num_constraints
+        self.random_state = random_state
+
+    def _check_params(self):
+        lam, t = self.regularization, self.t
+        if not isinstance(lam, numbers.Real) or not np.isfinite(lam) or lam < 0:
+            raise ValueError(f"regularization must be a finite number >= 0, got {lam!r}")
+        if not isinstance(t, numbers.Real) or not 0.0 <= t <= 1.0:
+            raise ValueError(f"t must lie in [0, 1], got {t!r}")
+
+    def fit(self, X, y):
+        """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""
+        X = _check_matrix(X, "X")
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        _, cls, counts = np.unique(y, return_inverse=True, return_counts=True)
+        if counts.size < 2:
+            raise ValueError("y needs at least two classes to form dissimilar pairs")
+        if counts.max() < 2:
+            raise ValueError("no class has two samples: cannot form similar pairs")
+        n = self.num_constraints
+        n = 20 * counts.size**2 if n is None else check_positive_int(n, "num_constraints")
+        a_sim, b_sim, a_dis, b_dis = _sample_pairs(cls, counts, n, check_random_state(self.random_state))
+        a = np.concatenate([a_sim, a_dis])
+        b = np.concatenate([b_sim, b_dis])
+        similar = np.arange(a.size) < a_sim.size
+        return self.fit_pairs(X[a], X[b], similar)
+
+    def fit_pairs(self, pairs_a, pairs_b, similar):
+        """Fit on explicit pairs: rows ``pairs_a[i], pairs_b[i]`` are similar iff ``similar[i]``."""
+        self._check_params()
+        A = _check_matrix(pairs_a, "pairs_a")
+        B = _check_matrix(pairs_b, "pairs_b")
+        similar = np.asarray(similar)
+        if A.shape != B.shape:
+            raise ValueError(f"shape mismatch: pairs_a {A.shape} but pairs_b {B.shape}")
+        if similar.shape != (A.shape[0],) or similar.dtype != bool:
+            raise ValueError(f"similar must be a boolean array of shape ({A.shape[0]},)")
+        if similar.all() or not similar.any():
+            raise ValueError("need at least one similar and one dissimilar pair")
+        diff = A - B
+        ds, dd = diff[similar], diff[~similar]
+        reg = self.regularization * np.eye(A.shape[1])
+        self.components_ = gmml_components(ds.T @ ds + reg, dd.T @ dd + reg, float(self.t))
+        self.metric_ = self.components_.T @ self.components_
+        self.n_features_in_ = A.shape[1]
+        return self
+
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        """Return a copy of the learned ``M`` (symmetric positive definite)."""
+        self._check_fitted()
+        return self.metric_.copy()
+
+    def transform(self, X) -> np.ndarray:
+        """Map rows to the learned space, ``x -> L x``: Euclidean there = Mahalanobis here."""
+        self._check_fitted()
+        X = _check_matrix(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the metric was fitted on {self.n_features_in_}")
+        return X @ self.components_.T
+
+    def pair_distance(self, pairs_a, pairs_b) -> np.ndarray:
+        """Squared Mahalanobis distances ``(a - b)^T M (a - b)`` of row pairs (Eq. 1)."""
+        return np.sum((self.transform(pairs_a) - self.transform(pairs_b)) ** 2, axis=1)
+
+    _state = {"components_": 2}
+
+    def _check_fitted(self):
+        if not hasattr(self, "components_"):
+            raise RuntimeError("GMML is not fitted yet: call fit or fit_pairs first")
+
+    def _restore(self, path):
+        L = self.components_
+        if L.shape[0] != L.shape[1] or L.shape[0] == 0:
+            raise ValueError(f"{path}: components_ must be square, got {L.shape}")
+        self.metric_ = L.T @ L
+        self.n_features_in_ = L.shape[1]
+
+
+def _check_matrix(X, name: str) -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number):
+        raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
+    X = X.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return X
+
+
+def _sample_pairs(cls, counts, n, rng):
+    """``n`` similar and ``n`` dissimilar index pairs, uniform over the first point.
+
+    Rows sorted by class occupy blocks ``[start_c, start_c + count_c)``; the partner is drawn
+    uniformly inside the block (similar, skipping the first point) or outside it (dissimilar).
+    """
+    order = np.argsort(cls, kind="stable")
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    eligible = np.flatnonzero(counts[cls] >= 2)
+    a_sim = eligible[rng.integers(0, eligible.size, n)]
+    c = cls[a_sim]
+    j = rng.integers(0, counts[c] - 1)
+    own = pos[a_sim] - start[c]
+    b_sim = order[start[c] + j + (j >= own)]
+    a_dis = rng.integers(0, cls.size, n)
+    c = cls[a_dis]
+    j = rng.integers(0, cls.size - counts[c])
+    b_dis = order[np.where(j < start[c], j, j + counts[c])]
+    return a_sim, b_sim, a_dis, b_dis

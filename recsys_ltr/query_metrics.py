@@ -1,0 +1,151 @@
+"""Per-query ranking metrics for learning to rank: NDCG@k and average precision.
+
+Conventions (LETOR / Järvelin & Kekäläinen 2002):
+
+* gain of a document with graded label ``l`` is ``2**l - 1``; the discount at rank ``i`` (1-based)
+  is ``1 / log2(i + 1)``; NDCG@k = DCG@k / ideal DCG@k, with both truncated at ``min(k, n_docs)``;
+* a document is *relevant* for average precision when its label is > 0;
+* ties in the scores keep the input order (stable sort on the negated score), so results are
+  deterministic;
+* **queries without any relevant document** (all labels 0) have no defined NDCG or AP: every
+  ordering is equally good.  Their per-query value is ``NaN`` and they are left out of every mean
+  (:func:`ranking_report` says how many were left out).  Counting them as 0 or 1 would only add
+  the same constant to every method.
+
+Rows of one query need not be contiguous: queries are grouped by :func:`query_groups`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = [
+    "query_groups",
+    "ndcg_at_k",
+    "average_precision",
+    "ranking_report",
+]
+
+
+def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group rows by query id.
+
+    Returns
+    -------
+    order : int64 array (n_rows,)
+        Row indices sorted by query id (stable, so rows keep their order inside a query).
+    offsets : int64 array (n_queries + 1,)
+        Query ``j`` owns ``order[offsets[j]:offsets[j + 1]]``.
+    unique_qid : int64 array (n_queries,)
+        The query ids, ascending.
+    """
+    qid = np.asarray(qid)
+    if qid.ndim != 1:
+        raise ValueError(f"qid must be 1-D, got shape {qid.shape}")
+    if qid.size == 0:
+        raise ValueError("qid is empty")
+    if not np.issubdtype(qid.dtype, np.integer):
+        raise TypeError(f"qid must hold integers, got dtype {qid.dtype}")
+    unique_qid, inverse, counts = np.unique(qid, return_inverse=True, return_counts=True)
+    order = np.argsort(inverse, kind="stable").astype(np.int64)
+    offsets = np.zeros(unique_qid.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return order, offsets, unique_qid.astype(np.int64)
+
+
+def _check_inputs(y, scores, qid):
+    y = np.asarray(y)
+    scores = np.asarray(scores, dtype=np.float64)
+    if y.ndim != 1 or scores.ndim != 1:
+        raise ValueError(f"y and scores must be 1-D, got shapes {y.shape} and {scores.shape}")
+    if y.shape != scores.shape or y.shape != np.shape(qid):
+        raise ValueError(
+            f"shape mismatch: y {y.shape}, scores {scores.shape}, qid {np.shape(qid)}"
+        )
+    if not np.issubdtype(y.dtype, np.number) or np.any(~np.isfinite(y)) or np.any(y < 0):
+        raise ValueError("y must hold finite non-negative relevance labels")
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    order, offsets, _ = query_groups(qid)
+    return y.astype(np.float64)[order], scores[order], offsets
+
+
+@njit(cache=True)
+def _ndcg_one(scores, labels, k):
+    """NDCG@k of one query (NaN without relevant document); ``k <= 0`` means no cutoff."""
+    n = labels.size
+    kk = n if (k <= 0 or k > n) else k
+    rank = np.argsort(-scores, kind="mergesort")
+    ideal = np.sort(labels)[::-1]
+    dcg = 0.0
+    idcg = 0.0
+    for i in range(kk):
+        disc = 1.0 / np.log2(i + 2.0)
+        dcg += (2.0 ** labels[rank[i]] - 1.0) * disc
+        idcg += (2.0 ** ideal[i] - 1.0) * disc
+    if ideal[0] <= 0.0:
+        return np.nan
+    return dcg / idcg
+
+
+@njit(cache=True)
+def _ap_one(scores, labels):
+    """Average precision of one query, relevant = label > 0 (NaN without relevant document)."""
+    rank = np.argsort(-scores, kind="mergesort")
+    hits = 0
+    total = 0.0
+    for i in range(labels.size):
+        if labels[rank[i]] > 0.0:
+            hits += 1
+            total += hits / (i + 1.0)
+    if hits == 0:
+        return np.nan
+    return total / hits
+
+
+@njit(cache=True, parallel=True)
+def _per_query(scores, labels, offsets, k, metric):
+    n_q = offsets.size - 1
+    out = np.empty(n_q)
+    for q in prange(n_q):
+        s, e = offsets[q], offsets[q + 1]
+        if metric == 0:
+            out[q] = _ndcg_one(scores[s:e], labels[s:e], k)
+        else:
+            out[q] = _ap_one(scores[s:e], labels[s:e])
+    return out
+
+
+def ndcg_at_k(y, scores, qid, k: int = 10) -> np.ndarray:
+    """Per-query NDCG@k (gain ``2**l - 1``, log2 discount), ordered by ascending query id.
+
+    ``k=None`` means no cutoff.  Queries without a relevant document give ``NaN``.
+    """
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+    labels, s, offsets = _check_inputs(y, scores, qid)
+    return _per_query(s, labels, offsets, 0 if k is None else int(k), 0)
+
+
+def average_precision(y, scores, qid) -> np.ndarray:
+    """Per-query average precision (relevant = label > 0), ordered by ascending query id."""
+    labels, s, offsets = _check_inputs(y, scores, qid)
+    return _per_query(s, labels, offsets, 0, 1)
+
+
+def ranking_report(y, scores, qid, ks=(1, 3, 5, 10)) -> dict:
+    """Mean NDCG@k for each ``k`` in ``ks`` and MAP over queries with a relevant document.
+
+    Returns a dict ``{"NDCG@1": ..., ..., "MAP": ..., "n_queries": ..., "n_excluded": ...}``
+    where ``n_excluded`` counts the queries without relevant document (left out of the means).
+    """
+    ap = average_precision(y, scores, qid)
+    valid = ~np.isnan(ap)
+    if not valid.any():
+        raise ValueError("no query has a relevant document (label > 0): metrics are undefined")
+    out = {f"NDCG@{k}": float(np.mean(ndcg_at_k(y, scores, qid, k)[valid])) for k in ks}
+    out["MAP"] = float(np.mean(ap[valid]))
+    out["n_queries"] = int(valid.sum())
+    out["n_excluded"] = int((~valid).sum())
+    return out
