@@ -45,7 +45,7 @@ def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, show_p
     """
     method = get_method(method_name)
     best = None
-    for params in method.grid(budget):
+    for params in method.grid(budget, train.shape):
         t0 = time.perf_counter()
         model = method.build(**params).fit(train)
         fit_seconds = time.perf_counter() - t0

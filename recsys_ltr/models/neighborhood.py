@@ -1,0 +1,224 @@
+"""Neighbourhood predictors: item-p, user-p and KUNN (dissertation sec. 4.5.5 and 4.7.2).
+
+All are ``aggsum`` of an affinity over a k-nearest neighbourhood (Theorem 4.3):
+
+* item-p: ``score(u, i) = sum_{j in O+_u & KNN(i)} A_ij = [ktrunc(A_item)]_i . u``;
+* user-p: ``score(u, i) = sum_{v in O+_i & KNN(u)} A_uv = [ktrunc(A_user)]_u . i``;
+* KUNN (Verstrepen & Goethals 2014), Eq. (4.3) = Eq. (4.4) by Theorem 4.4:
+  ``score(u, i) = aggsum(phi_item) / sqrt(c(u)) + aggsum(phi_user) / sqrt(c(i))`` with the KUNN
+  affinities Eq. (4.5)-(4.6); KUNN-i and KUNN-u (sec. 4.7.2) are item-p and user-p over those
+  affinities (one half of the sum, without its ``1/sqrt(c)`` factor).
+
+Neighbourhoods are built once for ``k`` and stored as row prefixes, so :meth:`with_k` gives
+the model of any smaller ``k`` without recomputing similarities (sec. 4.5.6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from ..neighbors.affinity import cosine_affinity, kunn_affinity, kunn_counts
+from ..neighbors.knn import check_k, inverse_sqrt, weighted_cosine_knn
+from .base import Recommender, sparse_dense_product
+
+__all__ = ["ItemKNN", "UserKNN", "KUNN"]
+
+_KUNN_SIDES = ("both", "item", "user")
+
+
+class _Neighborhood(Recommender):
+    """Shared machinery: fitting the affinities, ``k`` validation, truncated scorers, :meth:`with_k`."""
+
+    uses_items = True
+    uses_users = False
+    _build_affinity = staticmethod(cosine_affinity)
+
+    def __init__(self, k=100, num_threads=0, show_progress=False):
+        self.k = k
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _fit(self, X):
+        for name in self._state_attributes:  # "item_affinity_" / "user_affinity_"
+            side = name.split("_")[0]
+            setattr(self, name, self._build_affinity(X, self.k, side=side, num_threads=self.num_threads,
+                                                     show_progress=self.show_progress))
+
+    def _score_rows(self, rows, ids, recalculate):
+        return self._item_part(rows) if self.uses_items else self._user_part(rows, ids, recalculate)
+
+    def _item_affinity(self):
+        return self.item_affinity_ if self.uses_items else super()._item_affinity()
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        if self.uses_items:
+            check_k(self.k, X.shape[1], "items")
+        if self.uses_users:
+            check_k(self.k, X.shape[0], "users")
+
+    def _prepare(self):
+        super()._prepare()
+        if self.uses_items:
+            # item-p scores a block of users as rows @ ktrunc(A_item)^T
+            self.item_scorer_ = sp.csr_matrix(self.item_affinity_.truncate(self.k).T)
+        if self.uses_users:
+            self.user_neighbors_ = self.user_affinity_.truncate(self.k)
+
+    def _item_part(self, rows):
+        return sparse_dense_product(rows, self.item_scorer_)
+
+    def _user_part(self, rows, ids, recalculate, weights=None):
+        """``[ktrunc(A_user)]_u . i`` for every item: neighbours' rows weighted by affinity."""
+        if recalculate:
+            query_ids = np.where(ids < self.n_users_, ids, -1)
+            S = weighted_cosine_knn(self.user_items_, self.k, weights, queries=rows, query_ids=query_ids,
+                                    num_threads=self.num_threads)
+        else:
+            S = self.user_neighbors_[ids]
+        return sparse_dense_product(S, self.user_items_)
+
+    def _check_state(self, path):
+        super()._check_state(path)
+        for name in self._state_attributes:
+            if self.k > getattr(self, name).k_max:
+                raise ValueError(f"{path}: k={self.k} exceeds the stored {name}.k_max")
+
+    def with_k(self, k):
+        """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
+        self._check_fitted()
+        limit = min(getattr(self, name).k_max for name in self._state_attributes)
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > limit:
+            raise ValueError(f"k={k} exceeds the k={limit} this model was fitted with; refit instead")
+        model = clone(self).set_params(k=k)
+        model._validate_params(self.user_items_)
+        model.user_items_ = self.user_items_
+        for name in self._state_attributes:
+            setattr(model, name, getattr(self, name))
+        model._prepare()
+        return model
+
+
+class ItemKNN(_Neighborhood):
+    """item-p: item-based cosine KNN (Deshpande & Karypis 2004, in the row form of Theorem 4.3).
+
+    ``score(u, i) = sum of cos(i, j)`` over the items ``j`` of ``u`` among the ``k`` nearest
+    neighbours of ``i``.
+
+    Parameters
+    ----------
+    k : int
+        Neighbourhood size, ``1 <= k < n_items``.
+    num_threads : int
+        numba threads (0 = all); results do not depend on it.
+    show_progress : bool
+        Progress bar while computing neighbours.
+
+    Attributes
+    ----------
+    item_affinity_ : Affinity
+        Cosine ``KNN(i)`` of every item, most similar first.
+    """
+
+    _state_attributes = ("item_affinity_",)
+
+
+class UserKNN(_Neighborhood):
+    """user-p: user-based cosine KNN.
+
+    ``score(u, i) = sum of cos(u, v)`` over the users ``v`` who consumed ``i`` among the ``k``
+    nearest neighbours of ``u``.  A user's neighbours are fixed at ``fit``; ``recommend`` with
+    ``recalculate_user=True`` recomputes them from the ``user_items`` passed in.
+
+    Parameters
+    ----------
+    k : int
+        Neighbourhood size, ``1 <= k < n_users``.
+    num_threads, show_progress :
+        As in :class:`ItemKNN`.
+
+    Attributes
+    ----------
+    user_affinity_ : Affinity
+        Cosine ``KNN(u)`` of every user, most similar first.
+    """
+
+    item_based = False
+    uses_items = False
+    uses_users = True
+    _state_attributes = ("user_affinity_",)
+
+
+class KUNN(_Neighborhood):
+    """KUNN, unified user and item nearest neighbours (Verstrepen & Goethals 2014).
+
+    ``side="both"``: Eq. (4.4), ``aggsum(phi_item) / sqrt(c(u)) + aggsum(phi_user) / sqrt(c(i))``,
+    which equals the double sum Eq. (4.3) (Theorem 4.4); ``side="item"`` (KUNN-i) keeps
+    ``aggsum(phi_item)`` and ``side="user"`` (KUNN-u) keeps ``aggsum(phi_user)``.  Affinities are
+    Eq. (4.5)-(4.6) and ``KNN`` is taken under them.  ``c(u)`` counts the user's items (in the
+    row scored), ``c(i)`` the item's training users; a zero count makes its term 0.
+
+    Parameters
+    ----------
+    k : int
+        Neighbourhood size of both sides (``< n_items`` and/or ``< n_users``).
+    side : {"both", "item", "user"}
+        KUNN, KUNN-i or KUNN-u.
+    num_threads, show_progress :
+        As in :class:`ItemKNN`.
+
+    Attributes
+    ----------
+    item_affinity_, user_affinity_ : Affinity
+        Eq. (4.5) and Eq. (4.6), each fitted only when ``side`` uses it.
+    """
+
+    _build_affinity = staticmethod(kunn_affinity)
+
+    def __init__(self, k=100, side="both", num_threads=0, show_progress=False):
+        self.k = k
+        self.side = side
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    @property
+    def uses_items(self):
+        return self.side in ("both", "item")
+
+    @property
+    def uses_users(self):
+        return self.side in ("both", "user")
+
+    @property
+    def item_based(self):
+        return self.side == "item"
+
+    @property
+    def _state_attributes(self):
+        return ("item_affinity_",) * self.uses_items + ("user_affinity_",) * self.uses_users
+
+    def _validate_params(self, X):
+        if self.side not in _KUNN_SIDES:
+            raise ValueError(f"side must be one of {_KUNN_SIDES}, got {self.side!r}")
+        super()._validate_params(X)
+
+    def _prepare(self):
+        super()._prepare()
+        # 1/sqrt(c(i)) of training item counts: the factor of Eq. (4.4) (0 for unseen items)
+        # and the item weights of Eq. (4.6) used when recomputing a user's neighbours
+        self.inv_sqrt_item_count_ = inverse_sqrt(self.item_popularity_)
+        self.kunn_item_weights_ = 1.0 / np.sqrt(kunn_counts(self.user_items_.T.tocsr()))
+
+    def _score_rows(self, rows, ids, recalculate):
+        if self.side == "item":
+            return self._item_part(rows)
+        user = self._user_part(rows, ids, recalculate, self.kunn_item_weights_)
+        if self.side == "user":
+            return user
+        item = self._item_part(rows)
+        item *= inverse_sqrt(np.diff(rows.indptr).astype(np.float64))[:, None]
+        user *= self.inv_sqrt_item_count_[None, :]
+        return item + user
+

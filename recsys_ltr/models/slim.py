@@ -1,0 +1,79 @@
+"""SLIM and fsSLIM predictors (Ning & Karypis 2011; dissertation sec. 4.5.5)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..neighbors.affinity import slim_affinity
+from .base import Recommender, sparse_dense_product
+
+__all__ = ["SLIM"]
+
+
+class SLIM(Recommender):
+    """Sparse linear method: ``score(u, .) = u @ W`` with ``W >= 0`` sparse, zero diagonal.
+
+    Column ``i`` of ``W`` is an elastic net with non-negative coefficients regressing item
+    ``i`` on the other items (see :func:`recsys_ltr.neighbors.slim.slim_weights`).  With
+    ``A = W^T`` this is item-p's ``aggsum`` over the SLIM affinity (Theorem 4.3).
+
+    Parameters
+    ----------
+    k : int or None
+        ``None``: full SLIM (every other item is a regressor).  An int: fsSLIM, regressors of
+        item ``i`` restricted to its ``k`` cosine nearest neighbours, so ``ktrunc(W^T) = W^T``.
+    l1, l2 : float >= 0
+        L1 and L2 penalties as in the SLIM library (lambda and beta); equivalent to
+        scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2),
+        positive=True, fit_intercept=False)``.
+    max_iter, tol :
+        Coordinate-descent sweeps per item and convergence tolerance.
+    num_threads : int
+        numba threads (0 = all); ``W`` does not depend on it.
+    show_progress : bool
+        Progress bar while fitting.
+
+    Attributes
+    ----------
+    item_affinity_ : Affinity
+        ``A = W^T``; fsSLIM rows in cosine-neighbour order.
+    """
+
+    _state_attributes = ("item_affinity_",)
+
+    def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
+        self.k = k
+        self.l1 = l1
+        self.l2 = l2
+        self.max_iter = max_iter
+        self.tol = tol
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        for name in ("l1", "l2"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    def _fit(self, X):
+        self.item_affinity_ = slim_affinity(
+            X, self.k, l1=self.l1, l2=self.l2, max_iter=self.max_iter, tol=self.tol,
+            num_threads=self.num_threads, show_progress=self.show_progress,
+        )
+
+    def _prepare(self):
+        super()._prepare()
+        W = sp.csr_matrix(self.item_affinity_.matrix.T)
+        W.eliminate_zeros()
+        self.W_ = W
+
+    def _score_rows(self, rows, ids, recalculate):
+        return sparse_dense_product(rows, self.W_)
+
+    def _item_affinity(self):
+        return self.item_affinity_

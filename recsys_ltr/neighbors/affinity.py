@@ -1,0 +1,176 @@
+"""Affinity matrices ``A`` of the neighbourhood models, k-truncated (dissertation sec. 4.5.2-4.5.6).
+
+An affinity ``A_ij >= 0`` says how much having consumed ``j`` supports recommending ``i``
+(item side; the user side is the same with users).  The neighbourhood predictors are
+``aggsum`` over ``A``: by Theorem 4.3,
+
+    aggsum(phi_ui) = sum_{j in O+_u  &  KNN(i)} A_ij = [ktrunc(A)]_i . u,
+
+so every model scores a block of users as ``X_block @ ktrunc(A)^T``.
+
+:class:`Affinity` stores ``ktrunc(A)`` for a largest size ``k_max`` with each row in
+neighbourhood order (most similar first, ties by id), so ``ktrunc(A, k)`` for every
+``k <= k_max`` is a row prefix (:meth:`Affinity.truncate`); memory is ``O(n k_max)``.
+
+Builders:
+
+* :func:`cosine_affinity` -- ``A_ij = cos(i, j)``, ``KNN`` by the same cosine;
+* :func:`kunn_affinity` -- Eq. (4.5) (items) / (4.6) (users)::
+
+      A_ij = i^T W_U j / (||i|| ||j||),  W_U = diag(1 / sqrt(c(u)))
+      A_uv = u^T W_I v / (||u|| ||v||),  W_I = diag(1 / sqrt(c(i)))
+
+  with ``c(.)`` the interaction counts; ``KNN`` is taken under this affinity itself
+  (``sim_KUNN`` of Theorem 4.4, as in Verstrepen & Goethals 2014);
+* :func:`slim_affinity` -- ``A = W^T`` of SLIM / fsSLIM (Ning & Karypis 2011).  fsSLIM
+  restricts row ``i`` to its cosine ``KNN(i)``, so ``ktrunc(W^T) = W^T`` (appendix A) and the rows
+  are kept in cosine order (zeros included); full SLIM rows are ordered by weight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_feedback, check_positive_int
+from .knn import _side_matrix, check_k, cosine_knn, truncate_rows, weighted_cosine_knn
+
+__all__ = ["Affinity", "cosine_affinity", "kunn_affinity", "slim_affinity", "KINDS"]
+
+#: Kinds of affinity an :class:`Affinity` may carry.
+KINDS = ("cosine", "kunn", "slim", "custom")
+
+
+class Affinity:
+    """A k-truncated affinity matrix valid for every neighbourhood size ``k <= k_max``.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix, shape (n, n)
+        Row ``i`` stores ``A_ij`` for ``j`` in ``KNN(i)`` (at most ``k_max`` entries), most
+        similar first.  Explicit zeros are kept: a neighbour with zero affinity still counts
+        as an active item for FEBR's ``agglen``.
+    k_max : int
+        Largest neighbourhood size the rows were built for.
+    kind : str
+        One of :data:`KINDS` (for records and ``repr``).
+    side : {"item", "user"}
+        Whether rows/columns are items or users.
+    """
+
+    def __init__(self, matrix, k_max, kind="custom", side="item"):
+        if not sp.issparse(matrix):
+            raise TypeError(f"matrix must be a scipy sparse matrix, got {type(matrix).__name__}")
+        matrix = sp.csr_matrix(matrix, dtype=np.float64)
+        n = matrix.shape[0]
+        if matrix.shape != (n, n):
+            raise ValueError(f"an affinity matrix must be square, got shape {matrix.shape}")
+        self.k_max = check_positive_int(k_max, "k_max")
+        if matrix.nnz and int(np.diff(matrix.indptr).max()) > self.k_max:
+            raise ValueError(f"a row stores {int(np.diff(matrix.indptr).max())} neighbours > k_max={self.k_max}")
+        if not np.all(np.isfinite(matrix.data)):
+            raise ValueError("affinity values must be finite")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if side not in ("item", "user"):
+            raise ValueError(f"side must be 'item' or 'user', got {side!r}")
+        self.matrix, self.kind, self.side = matrix, kind, side
+
+    @property
+    def n(self) -> int:
+        """Number of rows (items or users)."""
+        return self.matrix.shape[0]
+
+    def truncate(self, k=None) -> sp.csr_matrix:
+        """``ktrunc(A, k)``: the first ``k`` neighbours of every row (``None``: ``k_max``)."""
+        if k is None:
+            return self.matrix.copy()
+        k = check_positive_int(k, "k")
+        if k > self.k_max:
+            raise ValueError(f"k={k} exceeds k_max={self.k_max} this affinity was built for")
+        return truncate_rows(self.matrix, k)
+
+    def neighbors(self, i, k=None):
+        """``(ids, affinities)`` of ``KNN(i)`` for size ``k`` (default ``k_max``), in order."""
+        i = check_positive_int(i, "i", minimum=0, maximum=self.n - 1)
+        k = self.k_max if k is None else min(check_positive_int(k, "k"), self.k_max)
+        lo, hi = self.matrix.indptr[i], self.matrix.indptr[i + 1]
+        hi = min(hi, lo + k)
+        return self.matrix.indices[lo:hi].astype(np.int64), self.matrix.data[lo:hi].copy()
+
+    def __repr__(self):
+        return f"Affinity(kind={self.kind!r}, side={self.side!r}, n={self.n}, k_max={self.k_max}, nnz={self.matrix.nnz})"
+
+
+def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
+    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3)."""
+    X = check_feedback(X)
+    n = X.shape[1] if side == "item" else X.shape[0]
+    k_max = check_k(k_max, n, f"{side}s", "k_max")
+    S = cosine_knn(X, k_max, side=side, num_threads=num_threads, show_progress=show_progress)
+    return Affinity(S, k_max, "cosine", side)
+
+
+def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
+    """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
+
+    Both are cosines of binary vectors whose inner product weights every shared user (resp.
+    item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
+    """
+    X = check_feedback(X)
+    M = _side_matrix(X, side)
+    k_max = check_k(k_max, M.shape[0], f"{side}s", "k_max")
+    weights = 1.0 / np.sqrt(kunn_counts(M.T.tocsr()))
+    S = weighted_cosine_knn(M, k_max, weights, num_threads=num_threads,
+                            show_progress=show_progress, desc=f"KUNN {side} affinity")
+    return Affinity(S, k_max, "kunn", side)
+
+
+def kunn_counts(M) -> np.ndarray:
+    """Row counts ``c(.)`` of a binary CSR matrix as float64, with 1 for empty rows.
+
+    Empty rows never contribute to a KUNN sum, so the placeholder only avoids a division by 0.
+    """
+    counts = np.diff(M.indptr).astype(np.float64)
+    counts[counts == 0] = 1.0
+    return counts
+
+
+def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0,
+                  show_progress=False) -> Affinity:
+    """SLIM (``k=None``) or fsSLIM (``k`` cosine neighbours) item affinity ``A = W^T``.
+
+    The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
+    :func:`recsys_ltr.neighbors.slim.slim_weights` for the objective and its mapping to
+    scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2))``.
+    """
+    from .slim import slim_weights
+
+    X = check_feedback(X)
+    n = X.shape[1]
+    if k is None:
+        W = slim_weights(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads,
+                         show_progress=show_progress)
+        A = sp.csr_matrix(W.T)
+        return Affinity(_sort_rows_by_value(A), max(1, n - 1), "slim", "item")
+    k = check_k(k, n, "items")
+    knn = cosine_knn(X, k, side="item", num_threads=num_threads, show_progress=show_progress)
+    W = slim_weights(X, l1, l2, neighbors=knn, max_iter=max_iter, tol=tol,
+                     num_threads=num_threads, show_progress=show_progress)
+    A = sp.csr_matrix(W.T)
+    # row i of A = W^T is supported on KNN(i): lay its values out in the KNN order
+    rows = np.repeat(np.arange(n), np.diff(knn.indptr))
+    values = np.asarray(A[rows, knn.indices]).ravel() if knn.nnz else np.zeros(0)
+    if not np.isclose(np.abs(values).sum(), np.abs(A.data).sum(), rtol=1e-12, atol=0):
+        raise RuntimeError("slim_weights returned weights outside the fsSLIM neighbourhoods")
+    return Affinity(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
+
+
+def _sort_rows_by_value(A):
+    """Reorder every row by value descending, ties by id (``A`` has sorted indices)."""
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    A.sort_indices()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    order = np.lexsort((A.indices, -A.data, rows))
+    return sp.csr_matrix((A.data[order], A.indices[order], A.indptr), shape=A.shape)

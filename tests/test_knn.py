@@ -1,0 +1,173 @@
+"""Cosine KNN, weighted KNN, ktrunc (Algorithm 4.1) and row truncation against brute force."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
+
+
+def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
+    """Binary users x items matrix with an empty user, an empty item and (optionally) a
+    duplicated item column and user row, which force exact similarity ties."""
+    D = (rng.random((n_users, n_items)) < density).astype(float)
+    D[0, :] = 0
+    D[:, -1] = 0
+    if duplicate and n_items > 3:
+        D[:, 2] = D[:, 1]
+    if duplicate and n_users > 3:
+        D[2, :] = D[1, :]
+    if D.sum() == 0:
+        D[1, 0] = 1
+    return D
+
+
+def brute_similarity(D, weights=None):
+    """sim(a, b) = sum_f D_af D_bf w_f / (||a|| ||b||) between rows of a dense binary matrix,
+    summed feature by feature in increasing order (like the kernel), diagonal kept."""
+    n, d = D.shape
+    w = np.ones(d) if weights is None else weights
+    inv = np.array([1 / np.sqrt(c) if c > 0 else 0.0 for c in D.sum(axis=1)])
+    S = np.zeros((n, n))
+    for a in range(n):
+        for b in range(n):
+            acc = 0.0
+            for f in range(d):
+                if D[a, f] and D[b, f]:
+                    acc += w[f]
+            S[a, b] = acc * (inv[a] * inv[b])
+    return S
+
+
+def brute_knn(S, k):
+    """KNN(i): the <= k others with the largest positive S_ij, ties by smaller id."""
+    out = []
+    for i in range(S.shape[0]):
+        cand = [j for j in range(S.shape[0]) if j != i and S[i, j] > 0]
+        cand.sort(key=lambda j: (-S[i, j], j))
+        out.append(cand[:k])
+    return out
+
+
+def rows_of(S):
+    S = sp.csr_matrix(S)
+    return [S.indices[S.indptr[i]:S.indptr[i + 1]].tolist() for i in range(S.shape[0])]
+
+
+def assert_neighborhood(S_csr, S_dense, k):
+    assert rows_of(S_csr) == brute_knn(S_dense, k)
+    for i, cols in enumerate(rows_of(S_csr)):
+        np.testing.assert_array_equal(S_csr.data[S_csr.indptr[i]:S_csr.indptr[i + 1]], S_dense[i, cols])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 14), st.integers(3, 14), st.floats(0.1, 0.6), st.integers(1, 12), st.integers(0, 10**6))
+def test_cosine_knn_matches_brute_force(n_users, n_items, density, k, seed):
+    D = random_feedback(np.random.default_rng(seed), n_users, n_items, density)
+    for side, M in (("item", D.T), ("user", D)):
+        kk = min(k, M.shape[0] - 1)
+        S = cosine_knn(sp.csr_matrix(D), kk, side=side)
+        ref = brute_similarity(M)
+        assert_neighborhood(S, ref, kk)
+        # the usual formula C / (n_a n_b) agrees up to rounding
+        C = M @ M.T
+        norm = np.sqrt(np.diag(C))
+        for i, cols in enumerate(rows_of(S)):
+            np.testing.assert_allclose(S[i, cols].toarray().ravel(), C[i, cols] / (norm[i] * norm[cols]), rtol=1e-12)
+
+
+def test_hand_computed_cosine_and_ties():
+    # items 0 and 1 are identical, item 2 shares one user with each, item 3 is empty
+    D = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 0]], float)
+    S = cosine_knn(sp.csr_matrix(D), 3)
+    assert rows_of(S) == [[1, 2], [0, 2], [0, 1], []]  # ties between 0 and 1 go to the smaller id
+    np.testing.assert_allclose(S[0, 1], 1.0)
+    np.testing.assert_allclose(S[2, 0], 1 / np.sqrt(2 * 2))
+    assert S.shape == (4, 4) and S.nnz == 6  # O(n k_max) storage, self excluded
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(4, 12), st.integers(4, 12), st.integers(1, 3), st.integers(0, 10**6))
+def test_weighted_knn_and_queries(n_users, n_items, k, seed):
+    rng = np.random.default_rng(seed)
+    D = random_feedback(rng, n_users, n_items)
+    w = rng.uniform(0.1, 2.0, n_items)
+    S = weighted_cosine_knn(sp.csr_matrix(D), k, w)
+    assert_neighborhood(S, brute_similarity(D, w), k)
+    # queries standing for existing rows reproduce those rows; num_threads does not matter
+    rows = rng.choice(n_users, size=3)
+    Q = weighted_cosine_knn(sp.csr_matrix(D), k, w, queries=sp.csr_matrix(D[rows]), query_ids=rows, num_threads=1)
+    assert (Q != S[rows]).nnz == 0
+    assert rows_of(Q) == rows_of(S[rows])
+
+
+def test_new_query_rows_have_no_self():
+    D = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1]], float)
+    Q = weighted_cosine_knn(sp.csr_matrix(D), 2, queries=sp.csr_matrix(D[:1]))
+    assert rows_of(Q) == [[0, 1]]  # row 0 is its own best match when it is not excluded
+
+
+def test_prefix_truncation_is_smaller_k():
+    D = random_feedback(np.random.default_rng(3), 30, 25, 0.3)
+    full = cosine_knn(sp.csr_matrix(D), 20, num_threads=2)
+    blocked = cosine_knn(sp.csr_matrix(D), 20, num_threads=1, show_progress=True)  # 32 row blocks
+    assert rows_of(blocked) == rows_of(full) and np.array_equal(blocked.data, full.data)
+    for k in (1, 5, 19):
+        small = cosine_knn(sp.csr_matrix(D), k)
+        T = truncate_rows(full, k)
+        assert rows_of(T) == rows_of(small)
+        np.testing.assert_array_equal(T.data, small.data)
+
+
+def ktrunc_literal(A, sim, k):
+    """Algorithm 4.1 as written: keep A_ij when j is in KNN(i) under sim."""
+    knn = brute_knn(sim, k)
+    out = np.zeros_like(A)
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            if j in knn[i]:
+                out[i, j] = A[i, j]
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 10), st.integers(1, 9), st.integers(0, 10**6))
+def test_ktrunc_matches_algorithm_4_1(n, k, seed):
+    rng = np.random.default_rng(seed)
+    k = min(k, n - 1)
+    sim = np.round(rng.random((n, n)), 1) * (rng.random((n, n)) < 0.7)  # rounding makes ties
+    A = rng.random((n, n))
+    T = ktrunc(A, k, sim)
+    np.testing.assert_array_equal(T.toarray(), ktrunc_literal(A, sim, k))
+    assert rows_of(T) == brute_knn(sim, k)  # rows stored in neighbourhood order
+    np.testing.assert_array_equal(ktrunc(sp.csr_matrix(sim), k).toarray(), ktrunc_literal(sim, sim, k))
+
+
+def test_bad_inputs():
+    X = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 1]], float))
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        cosine_knn(X, 3)
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        cosine_knn(X, 2, side="user")
+    with pytest.raises(ValueError, match=">= 1"):
+        cosine_knn(X, 0)
+    with pytest.raises(TypeError, match="integer"):
+        cosine_knn(X, 1.5)
+    with pytest.raises(ValueError, match="side"):
+        cosine_knn(X, 1, side="items")
+    with pytest.raises(ValueError, match="no interactions"):
+        cosine_knn(sp.csr_matrix((3, 3)), 1)
+    with pytest.raises(ValueError, match="NaN"):
+        cosine_knn(sp.csr_matrix(np.array([[np.nan, 1.0], [1.0, 0.0]])), 1)
+    with pytest.raises(ValueError, match="weights"):
+        weighted_cosine_knn(X, 1, np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="columns"):
+        weighted_cosine_knn(X, 1, queries=sp.csr_matrix((1, 2)))
+    with pytest.raises(ValueError, match="square"):
+        ktrunc(np.ones((2, 3)), 1)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        ktrunc(np.ones((3, 3)), 1, np.ones((2, 2)))
+    with pytest.raises(TypeError):
+        ktrunc([[1.0]], 1)

@@ -1,0 +1,292 @@
+"""Recommenders: brute-force predictors, Theorem 4.4, recommend/similar_items, persistence."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.base import clone
+from test_affinity import kunn_item_affinity_literal
+from test_knn import brute_knn, brute_similarity, random_feedback, rows_of
+
+from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, UserKNN
+from recsys_ltr.neighbors.slim import slim_weights
+
+ALL_MODELS = [
+    Popularity(),
+    ItemKNN(k=3),
+    UserKNN(k=3),
+    KUNN(k=3),
+    KUNN(k=3, side="item"),
+    KUNN(k=3, side="user"),
+    SLIM(l1=0.1, l2=0.5),
+    SLIM(k=3, l1=0.1, l2=0.5),
+]
+
+
+def itemp_literal(D, k):
+    """score(u, i) = sum of cos(i, j) over j in O+_u & KNN(i)."""
+    knn = brute_knn(brute_similarity(D.T), k)
+    cos = brute_similarity(D.T)
+    return np.array([[sum(cos[i, j] for j in knn[i] if D[u, j]) for i in range(D.shape[1])]
+                     for u in range(D.shape[0])])
+
+
+def userp_literal(D, k):
+    """score(u, i) = sum of cos(u, v) over v in O+_i & KNN(u)."""
+    return itemp_literal(D.T, k).T
+
+
+def kunn_eq_4_3(D, knn_item, knn_user):
+    """Eq. (4.3) computed literally as the double sum over users v and items j."""
+    m, n = D.shape
+    cu, ci = D.sum(axis=1), D.sum(axis=0)
+    S = np.zeros((m, n))
+    for u in range(m):
+        for i in range(n):
+            for v in range(m):
+                for j in range(n):
+                    if D[u, j] and D[v, j] and D[v, i]:
+                        ind = (j in knn_item[i]) + (v in knn_user[u])
+                        S[u, i] += ind / np.sqrt(cu[u] * ci[i] * cu[v] * ci[j])
+    return S
+
+
+def feedback(seed, m=12, n=9, density=0.3):
+    return random_feedback(np.random.default_rng(seed), m, n, density)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(4, 12), st.integers(4, 10), st.floats(0.15, 0.5), st.integers(1, 3), st.integers(0, 10**6))
+def test_item_and_user_p_match_brute_force(m, n, density, k, seed):
+    D = random_feedback(np.random.default_rng(seed), m, n, density)
+    users = np.arange(m)
+    np.testing.assert_allclose(ItemKNN(k=k).fit(D).score(users), itemp_literal(D, k), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(UserKNN(k=k).fit(D).score(users), userp_literal(D, k), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(Popularity().fit(D).score(users[:2]), np.tile(D.sum(axis=0), (2, 1)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(4, 10), st.integers(4, 9), st.floats(0.2, 0.5), st.integers(1, 3), st.integers(0, 10**6))
+def test_theorem_4_4_kunn_double_sum(m, n, density, k, seed):
+    """KUNN's Eq. (4.4) (the model) equals the literal double sum Eq. (4.3)."""
+    D = random_feedback(np.random.default_rng(seed), m, n, density)
+    model = KUNN(k=k).fit(D)
+    knn_item = rows_of(model.item_affinity_.truncate(k))
+    knn_user = rows_of(model.user_affinity_.truncate(k))
+    np.testing.assert_allclose(model.score(np.arange(m)), kunn_eq_4_3(D, knn_item, knn_user), rtol=1e-10, atol=1e-14)
+    # KUNN-i / KUNN-u: item-p / user-p over the KUNN affinities (Eq. 4.5 / 4.6)
+    for side, A, knn, M in (("item", kunn_item_affinity_literal(D), knn_item, D),
+                            ("user", kunn_item_affinity_literal(D.T), knn_user, D.T)):
+        ref = np.array([[sum(A[i, j] for j in knn[i] if M[u, j]) for i in range(M.shape[1])]
+                        for u in range(M.shape[0])])
+        got = KUNN(k=k, side=side).fit(D).score(np.arange(m))
+        np.testing.assert_allclose(got if side == "item" else got.T, ref, rtol=1e-10, atol=1e-14)
+
+
+def test_slim_scores_are_x_w():
+    D = feedback(2, 30, 10)
+    for k in (None, 4):
+        model = SLIM(k=k, l1=0.1, l2=0.5).fit(D)
+        nb = None if k is None else ItemKNN(k=k).fit(D).item_affinity_.matrix
+        W = slim_weights(sp.csr_matrix(D), 0.1, 0.5, neighbors=nb)
+        np.testing.assert_allclose(model.score(np.arange(30)), D @ W.toarray(), rtol=1e-12, atol=1e-15)
+
+
+def test_slim_recovers_planted_pairs():
+    """Items come in identical twins: each item's strongest regressor is its twin."""
+    rng = np.random.default_rng(0)
+    base = (rng.random((200, 6)) < 0.3).astype(float)
+    D = np.repeat(base, 2, axis=1)  # items 2t and 2t+1 identical
+    model = SLIM(l1=0.5, l2=1.0).fit(D)
+    for i in range(12):
+        ids, _ = model.similar_items(i, N=1)
+        assert ids.tolist() == [i ^ 1]
+
+
+def brute_top_n(scores, popularity, N, excluded):
+    order = sorted((i for i in range(len(scores)) if i not in excluded),
+                   key=lambda i: (-scores[i], -popularity[i], i))
+    return order[:N]
+
+
+@pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
+def test_recommend_matches_brute_force_top_n(model):
+    D = feedback(4)
+    model = clone(model).fit(D)
+    pop = D.sum(axis=0)
+    users = np.arange(D.shape[0])
+    scores = model.score(users)
+    for N, filt, liked in ((3, None, True), (5, [0, 4], True), (20, [1], False)):
+        ids, vals = model.recommend(users, N=N, filter_items=filt, filter_already_liked_items=liked)
+        assert ids.shape == (len(users), min(N, D.shape[1]))
+        for u in users:
+            excluded = set(filt or []) | (set(np.flatnonzero(D[u])) if liked else set())
+            ref = brute_top_n(scores[u], pop, N, excluded)
+            assert ids[u][ids[u] >= 0].tolist() == ref
+            np.testing.assert_array_equal(vals[u][: len(ref)], scores[u][ref])
+            assert np.all(vals[u][len(ref):] == -np.inf)
+            one_ids, one_vals = model.recommend(int(u), N=N, filter_items=filt, filter_already_liked_items=liked)
+            assert one_ids.tolist() == ref and one_vals.shape == (len(ref),)
+
+
+def test_user_without_history_gets_popularity_order():
+    D = feedback(5)
+    assert D[0].sum() == 0
+    pop = D.sum(axis=0)
+    expected = sorted(range(D.shape[1]), key=lambda i: (-pop[i], i))[:5]
+    for model in ALL_MODELS:
+        ids, _ = clone(model).fit(D).recommend(0, N=5)
+        assert ids.tolist() == expected, model
+
+
+@pytest.mark.parametrize("model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), Popularity()], ids=repr)
+def test_item_based_models_score_new_users_without_refit(model):
+    D = feedback(6)
+    model = clone(model).fit(D)
+    rows = sp.csr_matrix(D[[3, 5]])
+    new_ids = np.array([D.shape[0], D.shape[0] + 7])  # unknown users
+    ids, vals = model.recommend(new_ids, rows, N=4)
+    ref_ids, ref_vals = model.recommend(np.array([3, 5]), N=4)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_array_equal(vals, ref_vals)
+    assert model.item_based
+
+
+@pytest.mark.parametrize("model", [UserKNN(k=3), KUNN(k=3), KUNN(k=3, side="user")], ids=repr)
+def test_user_based_models_recalculate_user(model):
+    D = feedback(7)
+    model = clone(model).fit(D)
+    users = np.arange(1, 6)
+    ref = model.recommend(users, N=4)
+    got = model.recommend(users, sp.csr_matrix(D[users]), N=4, recalculate_user=True)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
+    # a changed history changes the neighbours only when recalculating
+    changed = sp.csr_matrix(np.roll(D[users], 1, axis=1))
+    kept = model.recommend(users, changed, N=4, filter_already_liked_items=False)
+    np.testing.assert_array_equal(kept[0], model.recommend(users, N=4, filter_already_liked_items=False)[0])
+    with pytest.raises(ValueError, match="out of range"):
+        model.recommend([D.shape[0]], sp.csr_matrix(D[:1]))
+    assert not model.item_based
+
+
+@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN])
+def test_with_k_equals_refit(cls):
+    D = feedback(8, 15, 12)
+    big = cls(k=8).fit(D)
+    for k in (1, 4):
+        np.testing.assert_array_equal(big.with_k(k).score(np.arange(15)), cls(k=k).fit(D).score(np.arange(15)))
+    with pytest.raises(ValueError, match="refit"):
+        big.with_k(9)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
+def test_save_load_round_trip(model, tmp_path):
+    D = feedback(9)
+    model = clone(model).fit(D)
+    path = tmp_path / "model"
+    model.save(path)
+    for loader in (type(model), Recommender):
+        loaded = loader.load(path)
+        assert type(loaded) is type(model) and loaded.get_params() == model.get_params()
+        np.testing.assert_array_equal(loaded.score(np.arange(D.shape[0])), model.score(np.arange(D.shape[0])))
+        np.testing.assert_array_equal(loaded.recommend(np.arange(3), N=4)[0], model.recommend(np.arange(3), N=4)[0])
+
+
+def test_load_rejects_malformed_files(tmp_path):
+    D = feedback(10)
+    ItemKNN(k=3).fit(D).save(tmp_path / "m.npz")
+    good = dict(np.load(tmp_path / "m.npz"))
+
+    def write(name, arrays):
+        np.savez(tmp_path / name, **arrays)
+        return tmp_path / name
+
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="not a recsys_ltr model"):
+        Recommender.load(tmp_path / "junk.npz")
+    with pytest.raises(ValueError, match="no 'header'"):
+        Recommender.load(write("a.npz", {k: v for k, v in good.items() if k != "header"}))
+    with pytest.raises(ValueError, match="malformed JSON"):
+        Recommender.load(write("b.npz", {**good, "header": np.array("{oops")}))
+    with pytest.raises(ValueError, match="not a UserKNN"):
+        UserKNN.load(tmp_path / "m.npz")
+    header = json.loads(str(good["header"]))
+    header["version"] = 99
+    with pytest.raises(ValueError, match="version"):
+        Recommender.load(write("c.npz", {**good, "header": np.array(json.dumps(header))}))
+    bad = dict(good)
+    bad["item_affinity_.indices"] = bad["item_affinity_.indices"] + 100  # out of range ids
+    with pytest.raises(ValueError, match="item_affinity_"):
+        Recommender.load(write("d.npz", bad))
+    with pytest.raises(ValueError, match="item_affinity_"):
+        Recommender.load(write("e.npz", {k: v for k, v in good.items() if k != "item_affinity_.data"}))
+    header = json.loads(str(good["header"]))
+    header["params"]["k"] = 50
+    with pytest.raises(ValueError, match="exceeds"):
+        Recommender.load(write("f.npz", {**good, "header": np.array(json.dumps(header))}))
+    with pytest.raises(FileNotFoundError):
+        Recommender.load(tmp_path / "missing.npz")
+
+
+def test_similar_items():
+    D = feedback(11, 20, 8)
+    model = ItemKNN(k=4).fit(D)
+    ids, vals = model.similar_items(2, N=3)
+    cos = brute_similarity(D.T)
+    assert ids.tolist() == brute_knn(cos, 3)[2]
+    np.testing.assert_allclose(vals, cos[2, ids])
+    many_ids, _ = model.similar_items([2, 5], N=3)
+    assert many_ids[0].tolist() == ids.tolist() and many_ids.shape[0] == 2
+    with pytest.raises(NotImplementedError, match="no item-item affinity"):
+        UserKNN(k=2).fit(D).similar_items(0)
+    with pytest.raises(ValueError, match="out of range"):
+        model.similar_items(8)
+
+
+def test_bad_inputs():
+    D = feedback(12, 10, 6)
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        ItemKNN(k=6).fit(D)
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        UserKNN(k=10).fit(D)
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        KUNN(k=6).fit(D)
+    with pytest.raises(ValueError, match="side"):
+        KUNN(side="items").fit(D)
+    with pytest.raises(ValueError, match="l1"):
+        SLIM(l1=-1.0).fit(D)
+    with pytest.raises(ValueError, match="larger than the catalogue"):
+        SLIM(k=6).fit(D)
+    with pytest.raises(ValueError, match="no interactions"):
+        ItemKNN(k=1).fit(sp.csr_matrix((3, 3)))
+    with pytest.raises(AttributeError, match="not fitted"):
+        ItemKNN().score([0])
+    model = ItemKNN(k=2).fit(D)
+    with pytest.raises(ValueError, match="out of range"):
+        model.score([10])
+    with pytest.raises(TypeError, match="integers"):
+        model.score([0.5])
+    with pytest.raises(ValueError, match="expected shape"):
+        model.recommend([0, 1], sp.csr_matrix(D[:1]))
+    with pytest.raises(TypeError, match="sparse"):
+        model.recommend(0, D[:1])
+    with pytest.raises(ValueError, match="out of range"):
+        model.recommend(0, filter_items=[6])
+    with pytest.raises(ValueError, match=">= 1"):
+        model.recommend(0, N=0)
+    with pytest.raises(ValueError, match="needs the users' rows"):
+        model.recommend(0, recalculate_user=True)
+
+
+def test_estimator_conventions_and_threads():
+    D = feedback(13, 25, 12)
+    model = KUNN(k=4, side="user", num_threads=1)
+    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": False}
+    assert clone(model.set_params(k=5)).k == 5
+    one = model.fit(D).score(np.arange(25))
+    two = clone(model).set_params(num_threads=2).fit(D).score(np.arange(25))
+    np.testing.assert_array_equal(one, two)
