@@ -6,6 +6,7 @@ point validates here first and turns bad input into a clear ``ValueError``/``Typ
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -19,6 +20,7 @@ __all__ = [
     "check_scores",
     "check_same_shape",
     "check_num_threads",
+    "numba_threads",
 ]
 
 
@@ -132,6 +134,19 @@ def check_num_threads(num_threads) -> int:
 
     n = check_positive_int(num_threads, "num_threads", minimum=0)
     return numba.config.NUMBA_NUM_THREADS if n == 0 else min(n, numba.config.NUMBA_NUM_THREADS)
+
+
+@contextlib.contextmanager
+def numba_threads(num_threads):
+    """Run the enclosed numba kernels on ``num_threads`` threads (0 = all), then restore."""
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(check_num_threads(num_threads))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 def check_random_state(seed) -> np.random.Generator:

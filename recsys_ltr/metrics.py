@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from contextlib import contextmanager
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
@@ -53,9 +51,9 @@ from recsys_ltr._ranking import BASE_METRICS, evaluate_block, rank_block
 from recsys_ltr._validation import (
     check_feedback,
     check_ids,
-    check_num_threads,
     check_positive_int,
     check_same_shape,
+    numba_threads,
 )
 
 __all__ = ["evaluate", "rank_test_items", "EvaluationResult", "METRICS", "DEFAULT_BLOCK_BYTES"]
@@ -183,7 +181,7 @@ def evaluate(
 
     table = np.empty((len(eval_users), len(columns)))
     starts = range(0, len(eval_users), batch_size)
-    with _numba_threads(check_num_threads(num_threads)):
+    with numba_threads(num_threads):
         for start in tqdm(starts, desc="evaluate", unit="block", disable=not show_progress):
             block = eval_users[start : start + batch_size]
             scores = _score_block(score_fn, block, n_items)
@@ -357,13 +355,3 @@ def _check_nan(nan_rows: np.ndarray) -> None:
 
 def _csr_parts(X: sp.csr_matrix):
     return X.indptr.astype(np.int64), X.indices.astype(np.int32)
-
-
-@contextmanager
-def _numba_threads(n: int):
-    previous = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)

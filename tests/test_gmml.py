@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from sklearn.base import clone
 
 from recsys_ltr.metric.gmml import GMML, cross_scatter, gmml_components, within_scatter
+from recsys_ltr.metric.lgmml import LGMML
 
 
 def _spd(rng, d, rank=None, ridge=0.1):
@@ -154,10 +155,13 @@ def test_save_load_roundtrip_and_malformed(tmp_path):
     assert np.array_equal(h.get_mahalanobis_matrix(), g.get_mahalanobis_matrix())
     assert np.array_equal(h.transform(X), g.transform(X))
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="not a recsys_ltr metric-learner file"):
+    with pytest.raises(ValueError, match="not a recsys_ltr model file"):
         GMML.load(tmp_path / "junk.npz")
     np.savez(tmp_path / "other.npz", header=np.array('{"format": "x"}'), components_=np.eye(2))
-    with pytest.raises(ValueError, match="does not hold a GMML"):
+    with pytest.raises(ValueError, match="does not describe a recsys_ltr.metric file"):
         GMML.load(tmp_path / "other.npz")
+    GMML(regularization=0.3, random_state=2).fit(X, np.arange(30) % 3).save(tmp_path / "g2")
+    with pytest.raises(ValueError, match="does not hold a LGMML"):
+        LGMML.load(tmp_path / "g2.npz")
     with pytest.raises(ValueError, match="JSON-serialisable"):
         GMML(random_state=np.random.default_rng(0)).fit(X, np.arange(30) % 3).save(tmp_path / "gen")

@@ -20,14 +20,12 @@ definite by construction; eigenvalues are floored at ``1e-14`` times the largest
 
 from __future__ import annotations
 
-import json
 import numbers
-import os
-import zipfile
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from .._io import npz_path, read_npz, write_npz
 from .._validation import check_positive_int, check_random_state
 
 __all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter"]
@@ -96,30 +94,17 @@ class _DenseStateIO:
     def save(self, path):
         """Write parameters and fitted arrays to ``path`` (``.npz`` appended if missing)."""
         self._check_fitted()
-        try:
-            header = json.dumps({"format": _FORMAT, "version": _FORMAT_VERSION,
-                                 "class": type(self).__name__, "params": self.get_params()})
-        except TypeError as exc:
-            raise ValueError(f"parameters are not JSON-serialisable (random_state a Generator?): {exc}") from exc
-        np.savez(path, header=np.array(header), **{k: getattr(self, k) for k in self._state})
+        header = {"format": _FORMAT, "version": _FORMAT_VERSION, "class": type(self).__name__,
+                  "params": self.get_params()}
+        write_npz(path, header, {k: getattr(self, k) for k in self._state})
 
     @classmethod
     def load(cls, path):
         """Read an estimator written by :meth:`save`; malformed files raise ``ValueError``."""
-        path = os.fspath(path)
-        if not path.endswith(".npz") and not os.path.exists(path):
-            path += ".npz"
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-            header = json.loads(str(arrays.pop("header")))
-            ok = header.get("format") == _FORMAT and header.get("version") == _FORMAT_VERSION
-        except FileNotFoundError:
-            raise
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, AttributeError) as exc:
-            raise ValueError(f"{path} is not a recsys_ltr metric-learner file: {exc}") from exc
-        if not ok or header.get("class") != cls.__name__:
-            raise ValueError(f"{path} does not hold a {cls.__name__} (format {_FORMAT} v{_FORMAT_VERSION})")
+        header, arrays = read_npz(path, _FORMAT, _FORMAT_VERSION)
+        path = npz_path(path)
+        if header["class"] != cls.__name__:
+            raise ValueError(f"{path} does not hold a {cls.__name__} (it holds a {header['class']})")
         if set(arrays) != set(cls._state):
             raise ValueError(f"{path}: arrays {sorted(arrays)}, expected {sorted(cls._state)}")
         for name, ndim in cls._state.items():

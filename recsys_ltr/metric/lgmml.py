@@ -48,10 +48,9 @@ import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
 
-from .._validation import check_num_threads, check_positive_int, check_random_state
+from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
-from ..warp.sampler import _threads
 from .gmml import _check_matrix, _DenseStateIO, cross_scatter, gmml_components, within_scatter
 
 __all__ = ["LGMML"]
@@ -320,7 +319,7 @@ class LGMML(_DenseStateIO, BaseEstimator):
             L = gmml_components(S + ridge, D + ridge, float(self.t))
             self.metrics_[r] = L.T @ L
             self.transforms_[r] = self.metrics_[r] if self.distance == "eq12" else L
-            with _threads(threads):
+            with numba_threads(threads):
                 self.anchors_[r] = Xs[self._pick_anchor(Xs, y, picked, self.transforms_[r])]
 
     def _pick_anchor(self, Xs, y, picked, T):
@@ -373,7 +372,7 @@ class LGMML(_DenseStateIO, BaseEstimator):
     def local_weights(self, X, rho: float = 2.0) -> np.ndarray:
         """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11) against the training anchors."""
         Xs = self._scaled(X)
-        with _threads(check_num_threads(self.num_threads)):
+        with numba_threads(self.num_threads):
             return np.exp(-0.5 * rho * self._distances(Xs))
 
     def predict(self, X, qid) -> np.ndarray:
@@ -381,7 +380,7 @@ class LGMML(_DenseStateIO, BaseEstimator):
         Xs = self._scaled(X)
         _, qid = self._check_data(Xs, qid)
         query_groups(qid)  # validates qid
-        with _threads(check_num_threads(self.num_threads)):
+        with numba_threads(self.num_threads):
             dist = self._distances(Xs, qid)
         return -_eq13_terms(dist) @ self.phi_.mean(axis=0)
 

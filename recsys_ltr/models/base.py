@@ -16,23 +16,22 @@ attributes ending in ``_`` and returns ``self``) with implicit's recommender hab
 
 from __future__ import annotations
 
-import json
-import os
-import zipfile
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
 
-from .._validation import check_feedback, check_ids, check_positive_int
+from .._io import npz_path, read_npz, write_npz
+from .._validation import check_feedback, check_ids, check_positive_int, numba_threads
 from ..neighbors.affinity import Affinity
-from ..neighbors.knn import better, heap_offer, heap_sort_best_first, numba_threads
+from ..neighbors.knn import better, heap_offer, heap_sort_best_first
 
 __all__ = ["Recommender", "sparse_dense_product", "FORMAT_VERSION"]
 
 #: Version of the file layout written by :meth:`Recommender.save`.
 FORMAT_VERSION = 1
+_FORMAT = "recsys_ltr.model"
 
 _BLOCK_FLOATS = 2**22  # bound on one dense score block in recommend (32 MiB of float64)
 _REGISTRY: dict[str, type] = {}
@@ -257,12 +256,18 @@ class Recommender(BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path):
-        """Write the parameters and fitted state to ``path`` (``.npz`` appended if missing)."""
+        """Write the parameters and fitted state to ``path`` (``.npz`` appended if missing).
+
+        Fitted attributes may be sparse matrices, :class:`Affinity` objects or dense arrays.
+        """
         self._check_fitted()
-        arrays = {}
-        state = {}
+        arrays, state = {}, {}
         for name in ("user_items_",) + self._state_attributes:
             value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                state[name] = {"type": "dense"}
+                arrays[name] = value
+                continue
             if isinstance(value, Affinity):
                 state[name] = {"type": "affinity", "k_max": value.k_max, "kind": value.kind, "side": value.side}
                 value = value.matrix
@@ -271,30 +276,17 @@ class Recommender(BaseEstimator):
             state[name]["shape"] = list(value.shape)
             for part in ("data", "indices", "indptr"):
                 arrays[f"{name}.{part}"] = getattr(value, part)
-        header = {
-            "format": "recsys_ltr.model",
-            "version": FORMAT_VERSION,
-            "class": type(self).__name__,
-            "params": self.get_params(),
-            "state": state,
-        }
-        arrays["header"] = np.array(json.dumps(header))
-        np.savez(path, **arrays)
+        header = {"format": _FORMAT, "version": FORMAT_VERSION, "class": type(self).__name__,
+                  "params": self.get_params(), "state": state}
+        write_npz(path, header, arrays)
 
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; ``Recommender.load`` accepts any model class."""
-        path = os.fspath(path)
-        if not path.endswith(".npz") and not os.path.exists(path):
-            path += ".npz"
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
-            raise ValueError(f"{path} is not a recsys_ltr model file (.npz): {exc}") from exc
-        header = _read_header(arrays, path)
+        header, arrays = read_npz(path, _FORMAT, FORMAT_VERSION)
+        path = npz_path(path)
+        if not isinstance(header.get("state"), dict):
+            raise ValueError(f"{path}: header field 'state' is missing or not a dict")
         model_cls = _REGISTRY.get(header["class"])
         if model_cls is None or not issubclass(model_cls, cls):
             raise ValueError(f"{path} holds a {header['class']!r} model, not a {cls.__name__}")
@@ -321,25 +313,13 @@ class Recommender(BaseEstimator):
                 raise ValueError(f"{path}: {name} is {value.n} x {value.n} but the model has {n} {value.side}s")
 
 
-def _read_header(arrays, path):
-    if "header" not in arrays:
-        raise ValueError(f"{path} has no 'header' entry: not written by Recommender.save")
-    try:
-        header = json.loads(str(arrays["header"]))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: malformed JSON header: {exc}") from exc
-    if not isinstance(header, dict) or header.get("format") != "recsys_ltr.model":
-        raise ValueError(f"{path}: header does not describe a recsys_ltr model")
-    if header.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: unsupported format version {header.get('version')!r} (expected {FORMAT_VERSION})")
-    for key, kind in (("class", str), ("params", dict), ("state", dict)):
-        if not isinstance(header.get(key), kind):
-            raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
-    return header
-
-
 def _read_state(arrays, name, spec, path):
     try:
+        if spec["type"] == "dense":
+            value = arrays[name]
+            if not np.issubdtype(value.dtype, np.number) or not np.all(np.isfinite(value)):
+                raise ValueError("a dense state must be a finite numeric array")
+            return value
         parts = [arrays[f"{name}.{part}"] for part in ("data", "indices", "indptr")]
         shape = tuple(int(s) for s in spec["shape"])
         matrix = sp.csr_matrix(tuple(parts), shape=shape)

@@ -23,15 +23,12 @@ dense block), and is deterministic: results do not depend on the number of threa
 
 from __future__ import annotations
 
-import contextlib
-
-import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from tqdm.auto import tqdm
 
-from .._validation import check_feedback, check_num_threads, check_positive_int
+from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
 __all__ = ["cosine_knn", "weighted_cosine_knn", "ktrunc", "truncate_rows", "check_k"]
 
@@ -242,17 +239,6 @@ def _knn_kernel(start, stop, n_chunks, q_indptr, q_indices, q_inv_norm, self_ids
             out_count[a] = size
             for t in range(n_touched):
                 acc[touched[t]] = 0.0
-
-
-@contextlib.contextmanager
-def numba_threads(num_threads):
-    """Run the enclosed numba kernels on ``num_threads`` threads (0 = all), then restore."""
-    previous = numba.get_num_threads()
-    numba.set_num_threads(check_num_threads(num_threads))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
 
 
 def check_k(k, n: int, what: str = "items", name: str = "k") -> int:

@@ -30,7 +30,7 @@ from numba import njit, prange
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
-from .._validation import check_feedback, check_num_threads, check_positive_int
+from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
 __all__ = ["slim_weights", "MAX_GRAM_BYTES"]
 
@@ -137,16 +137,12 @@ def slim_weights(
         max_iter,
         float(tol),
     )
-    previous_threads = numba.get_num_threads()
-    numba.set_num_threads(num_threads)
-    try:
+    with numba_threads(num_threads):
         if use_gram:
             G = _dense_gram(X.indptr.astype(np.int64), X.indices.astype(np.int64), *args[:2], n_items)
         else:
             G = np.zeros((0, 0), np.int32)
         W, n_unconverged = _solve_all(G, args, n_items, m_max, num_threads, show_progress, full)
-    finally:
-        numba.set_num_threads(previous_threads)
     if n_unconverged:
         warnings.warn(
             f"{n_unconverged} of {n_items} item problems did not converge within max_iter={max_iter} "

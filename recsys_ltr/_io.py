@@ -1,0 +1,65 @@
+"""Safe model files: one ``.npz`` of numeric arrays plus a JSON header, never pickles.
+
+Every estimator's ``save``/``load`` goes through :func:`write_npz` / :func:`read_npz`, so a
+malformed, truncated or foreign file always raises a clear ``ValueError`` (``FileNotFoundError``
+for a missing one) and ``allow_pickle=False`` holds everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+
+import numpy as np
+
+__all__ = ["npz_path", "write_npz", "read_npz"]
+
+
+def npz_path(path) -> str:
+    """``path`` as a string, with ``.npz`` appended unless it has it or names an existing file."""
+    path = os.fspath(path)
+    if not path.endswith(".npz") and not os.path.exists(path):
+        path += ".npz"
+    return path
+
+
+def write_npz(path, header: dict, arrays: dict) -> None:
+    """Write ``arrays`` and the JSON ``header`` to ``path`` (``.npz`` appended if missing)."""
+    try:
+        text = json.dumps(header)
+    except TypeError as exc:
+        raise ValueError(f"parameters are not JSON-serialisable (random_state a Generator?): {exc}") from exc
+    if "header" in arrays:
+        raise ValueError("'header' is reserved for the JSON header")
+    np.savez(npz_path(path), header=np.array(text), **arrays)
+
+
+def read_npz(path, fmt: str, version: int) -> tuple[dict, dict]:
+    """Read a file written by :func:`write_npz`; returns ``(header, arrays)``.
+
+    Checks that the header is JSON naming format ``fmt`` at ``version`` with a string ``class``
+    and a dict ``params``; anything else raises ``ValueError`` naming the file.
+    """
+    path = npz_path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path} is not a recsys_ltr model file (.npz): {exc}") from exc
+    if "header" not in arrays:
+        raise ValueError(f"{path} has no 'header' entry: not written by recsys_ltr")
+    try:
+        header = json.loads(str(arrays.pop("header")))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: malformed JSON header: {exc}") from exc
+    if not isinstance(header, dict) or header.get("format") != fmt:
+        raise ValueError(f"{path}: header does not describe a {fmt} file")
+    if header.get("version") != version:
+        raise ValueError(f"{path}: unsupported format version {header.get('version')!r} (expected {version})")
+    for key, kind in (("class", str), ("params", dict)):
+        if not isinstance(header.get(key), kind):
+            raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
+    return header, arrays
