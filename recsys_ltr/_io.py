@@ -13,7 +13,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["npz_path", "write_npz", "read_npz"]
+__all__ = ["npz_path", "write_npz", "read_npz", "DenseStateIO"]
 
 
 def npz_path(path) -> str:
@@ -63,3 +63,55 @@ def read_npz(path, fmt: str, version: int) -> tuple[dict, dict]:
         if not isinstance(header.get(key), kind):
             raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
     return header, arrays
+
+
+class DenseStateIO:
+    """``save``/``load`` for estimators whose fitted state is a few dense arrays.
+
+    Subclasses list them in ``_state`` (name -> ndim, finite floats, required) and
+    ``_optional_state`` (name -> ndim, any numeric dtype, may be ``None``), and define
+    ``_check_fitted()`` and ``_restore(path)`` (cross-checks shapes, derives the rest).
+    """
+
+    _FORMAT, _VERSION = "recsys_ltr.metric", 1
+    _state: dict = {}
+    _optional_state: dict = {}
+
+    def save(self, path):
+        """Write parameters and fitted arrays to ``path`` (``.npz`` appended if missing)."""
+        self._check_fitted()
+        arrays = {k: getattr(self, k) for k in self._state}
+        for name in self._optional_state:
+            value = getattr(self, name, None)
+            if value is not None:
+                if not np.issubdtype(np.asarray(value).dtype, np.number):
+                    raise ValueError(f"{name} must be numeric to be saved, got dtype {np.asarray(value).dtype}")
+                arrays[name] = value
+        header = {"format": self._FORMAT, "version": self._VERSION, "class": type(self).__name__,
+                  "params": self.get_params()}
+        write_npz(path, header, arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read an estimator written by :meth:`save`; malformed files raise ``ValueError``."""
+        header, arrays = read_npz(path, cls._FORMAT, cls._VERSION)
+        path = npz_path(path)
+        if header["class"] != cls.__name__:
+            raise ValueError(f"{path} does not hold a {cls.__name__} (it holds a {header['class']})")
+        allowed = set(cls._state) | set(cls._optional_state)
+        if not set(cls._state) <= set(arrays) <= allowed:
+            raise ValueError(f"{path}: arrays {sorted(arrays)}, expected {sorted(cls._state)}")
+        for name, a in arrays.items():
+            ndim = cls._state.get(name, cls._optional_state.get(name))
+            if a.ndim != ndim or not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
+                raise ValueError(f"{path}: {name} must be a finite {ndim}-D numeric array")
+        try:
+            model = cls(**header["params"])
+        except TypeError as exc:
+            raise ValueError(f"{path}: parameters do not fit {cls.__name__}: {exc}") from exc
+        for name in cls._state:
+            setattr(model, name, arrays[name].astype(np.float64))
+        for name in cls._optional_state:
+            setattr(model, name, arrays.get(name))
+        model._restore(path)
+        return model

@@ -367,3 +367,26 @@ def test_bad_data(fitted):
         fitted.kneighbors(n_neighbors=fitted.embedding_.shape[0])
     with pytest.raises(ValueError, match="pairs must have shape"):
         fitted.pair_distance(np.zeros((3, 36)))
+
+
+def test_save_load_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 6))
+    y = np.arange(40) % 3
+    model = FRML(n_components=2, max_iter=20, random_state=0, num_threads=1).fit(X, y)
+    model.save(tmp_path / "frml")
+    back = FRML.load(tmp_path / "frml.npz")
+    assert back.get_params() == model.get_params()
+    np.testing.assert_array_equal(back.transform(X), model.transform(X))
+    np.testing.assert_array_equal(back.kneighbors(X[:5], 3)[1], model.kneighbors(X[:5], 3)[1])
+    assert back.score(X[:10], y[:10]) == model.score(X[:10], y[:10])
+    unlabelled = FRML(n_components=2, max_iter=5, random_state=0).fit(X, relevance=label_relevance(y))
+    unlabelled.save(tmp_path / "u")
+    assert FRML.load(tmp_path / "u.npz").train_labels_ is None
+    with pytest.raises(ValueError, match="must be numeric to be saved"):
+        FRML(n_components=2, max_iter=5, random_state=0).fit(X, np.array(list("abc" * 14))[:40]).save(tmp_path / "s")
+    np.savez(tmp_path / "bad.npz", header=np.array(
+        '{"format": "recsys_ltr.metric", "version": 1, "class": "FRML", "params": {}}'),
+        components_=np.ones((2, 6)), embedding_=np.ones((40, 3)))
+    with pytest.raises(ValueError, match="does not fit components_"):
+        FRML.load(tmp_path / "bad.npz")

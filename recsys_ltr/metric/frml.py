@@ -36,6 +36,7 @@ from numba import njit
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.extmath import randomized_svd
 
+from recsys_ltr._io import DenseStateIO
 from recsys_ltr._ranking import BASE_METRICS, metrics_from_ranks
 from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, check_random_state
 from recsys_ltr.metric._riemann import symmetric_gradient_update
@@ -225,7 +226,7 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
 # ------------------------------------------------------------------------------ estimator
 
 
-class FRML(TransformerMixin, BaseEstimator):
+class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
     """Low-rank Mahalanobis metric learned to rank with β-WSS and Riemannian SGD (Alg. 3.4).
 
     Parameters
@@ -390,6 +391,7 @@ class FRML(TransformerMixin, BaseEstimator):
         L = self._initial_factor(Xs, m, scale, rng)
         L, n_iter = self._sgd(sampler, Xs, L, (X[val] / scale, R[val][:, train]) if val is not None else None)
         self.components_ = np.ascontiguousarray((L / scale).T)
+        self.n_features_in_ = self.components_.shape[1]
         self.train_labels_ = None if y is None else np.asarray(y)
         self.embedding_ = self.transform(X)
         self.n_iter_ = n_iter
@@ -470,9 +472,20 @@ class FRML(TransformerMixin, BaseEstimator):
         return best_L, best_iter
 
     # -------------------------------------------------------------------------- metric-learn API
+    _state = {"components_": 2, "embedding_": 2}
+    _optional_state = {"train_labels_": 1}
+
     def _check_fitted(self):
         if not hasattr(self, "components_"):
             raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _restore(self, path):
+        m, d = self.components_.shape
+        if self.embedding_.shape[1] != m or m == 0 or d == 0:
+            raise ValueError(f"{path}: embedding_ {self.embedding_.shape} does not fit components_ {(m, d)}")
+        if self.train_labels_ is not None and self.train_labels_.shape[0] != self.embedding_.shape[0]:
+            raise ValueError(f"{path}: {self.train_labels_.shape[0]} labels for {self.embedding_.shape[0]} points")
+        self.n_features_in_ = d
 
     def transform(self, X) -> np.ndarray:
         """Embed ``X`` so that Euclidean distances are learned distances: ``X @ components_ᵀ``."""

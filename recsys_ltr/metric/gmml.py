@@ -25,13 +25,10 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .._io import npz_path, read_npz, write_npz
+from .._io import DenseStateIO
 from .._validation import check_positive_int, check_random_state
 
 __all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter"]
-
-_FORMAT = "recsys_ltr.metric"
-_FORMAT_VERSION = 1
 
 _EIG_FLOOR = 1e-14
 
@@ -85,43 +82,7 @@ def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
     return (e ** (0.5 * p))[:, None] * (U.T @ outer)
 
 
-class _DenseStateIO:
-    """``save``/``load`` of dense fitted arrays (``_state``: name -> ndim) plus a JSON header
-    (format, version, class, parameters) in one ``.npz`` read with ``allow_pickle=False``."""
-
-    _state: dict = {}
-
-    def save(self, path):
-        """Write parameters and fitted arrays to ``path`` (``.npz`` appended if missing)."""
-        self._check_fitted()
-        header = {"format": _FORMAT, "version": _FORMAT_VERSION, "class": type(self).__name__,
-                  "params": self.get_params()}
-        write_npz(path, header, {k: getattr(self, k) for k in self._state})
-
-    @classmethod
-    def load(cls, path):
-        """Read an estimator written by :meth:`save`; malformed files raise ``ValueError``."""
-        header, arrays = read_npz(path, _FORMAT, _FORMAT_VERSION)
-        path = npz_path(path)
-        if header["class"] != cls.__name__:
-            raise ValueError(f"{path} does not hold a {cls.__name__} (it holds a {header['class']})")
-        if set(arrays) != set(cls._state):
-            raise ValueError(f"{path}: arrays {sorted(arrays)}, expected {sorted(cls._state)}")
-        for name, ndim in cls._state.items():
-            a = arrays[name]
-            if a.ndim != ndim or not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-                raise ValueError(f"{path}: {name} must be a finite {ndim}-D numeric array")
-        try:
-            model = cls(**header["params"])
-        except TypeError as exc:
-            raise ValueError(f"{path}: parameters do not fit {cls.__name__}: {exc}") from exc
-        for name in cls._state:
-            setattr(model, name, arrays[name].astype(np.float64))
-        model._restore(path)
-        return model
-
-
-class GMML(_DenseStateIO, BaseEstimator, TransformerMixin):
+class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
     """Geometric Mean Metric Learning, a Mahalanobis metric in closed form (su2017 Algorithm 1).
 
     Parameters

@@ -51,7 +51,8 @@ from sklearn.base import BaseEstimator
 from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
-from .gmml import _check_matrix, _DenseStateIO, cross_scatter, gmml_components, within_scatter
+from .._io import DenseStateIO
+from .gmml import _check_matrix, cross_scatter, gmml_components, within_scatter
 
 __all__ = ["LGMML"]
 
@@ -145,7 +146,7 @@ def _anchor_ndcg(Z, labels, offsets, cand, k):
 
 
 # ----------------------------------------------------------------------------- estimator
-class LGMML(_DenseStateIO, BaseEstimator):
+class LGMML(DenseStateIO, BaseEstimator):
     """Learning to rank with localized geometric mean metrics (su2017, Algorithm 2).
 
     Parameters
