@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from scipy.stats import chisquare
 
 from recsys_ltr.warp import (
+    DOT_ROWS,
     WarpSampler,
     dot_score,
     dot_update,
@@ -166,6 +167,22 @@ def test_beta_resolution():
     assert WarpSampler(one, kappa=0.1).beta_q[0] == 3
     s = WarpSampler(R, gamma=15)  # queries with N_q < 15 get beta 0 and are never drawn
     assert np.all(s.beta_q[s.queries] >= 1) and s.queries.size < R.shape[0] - 1
+
+
+def test_min_beta_gives_alg_4_2_at_least_one_draw():
+    """``min_beta=1`` with gamma: beta_q = max(1, floor(N_q / gamma)), every query drawable."""
+    R = random_relevance()
+    n_irr = R.shape[1] - np.diff(R.indptr)
+    s = WarpSampler(R, gamma=15, min_beta=1, random_state=0)
+    np.testing.assert_array_equal(s.beta_q, np.minimum(np.maximum(1, n_irr // 15), n_irr))
+    np.testing.assert_array_equal(s.queries, np.flatnonzero((np.diff(R.indptr) > 0) & (n_irr > 0)))
+    np.testing.assert_array_equal(WarpSampler(R, gamma=4, min_beta=0).beta_q, n_irr // 4)  # default
+    np.testing.assert_array_equal(WarpSampler(R, beta=2, min_beta=5).beta_q, np.minimum(5, n_irr))
+    state = table_state(np.zeros(R.shape))  # no margin met: every first draw violates
+    stats = s.sgd(state, table_score, table_count, 300, 0.0)
+    assert stats.violators == stats.draws == 300
+    with pytest.raises(ValueError, match="min_beta"):
+        WarpSampler(R, gamma=2, min_beta=-1)
 
 
 def test_gamma_weights_equal_rank_gamma_estimator():
@@ -333,3 +350,30 @@ def test_inline_mode_matches_pointer_mode():
         states.append(state)
     for x, y in zip(*states):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("nan_at", ["positive", "negative"])
+def test_nan_scores_raise_instead_of_silently_skipping(nan_at):
+    R = random_relevance()
+    scores = np.zeros(R.shape)
+    if nan_at == "positive":
+        scores[R.toarray() > 0] = np.nan
+    else:
+        scores[R.toarray() == 0] = np.nan
+    s = WarpSampler(R, beta=3, random_state=0)
+    with pytest.raises(FloatingPointError, match="NaN"):
+        s.sgd(table_state(scores), table_score, table_count, 50, 0.1)
+    with pytest.raises(FloatingPointError, match="NaN"):
+        s.minibatch(table_state(scores), table_score, 4)
+
+
+def test_rows_check_guards_the_model_state():
+    R = random_relevance()
+    s = WarpSampler(R, beta=5, random_state=0)
+    small = (np.zeros((R.shape[0] - 1, 4)), np.zeros((R.shape[1], 4)))
+    with pytest.raises(ValueError, match=r"model_state\[0\] has 11 rows but the sampler has 12 querys|query"):
+        s.sgd(small, dot_score, dot_update, 10, 0.1, rows=DOT_ROWS)
+    with pytest.raises(ValueError, match=r"model_state\[1\]"):
+        s.minibatch((np.zeros((R.shape[0], 4)), np.zeros((3, 4))), dot_score, 4, rows=DOT_ROWS)
+    ok = (np.zeros((R.shape[0], 4)), np.zeros((R.shape[1], 4)))
+    assert s.sgd(ok, dot_score, dot_update, 10, 0.1, rows=DOT_ROWS).samples == 10

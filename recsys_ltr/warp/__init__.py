@@ -17,6 +17,7 @@ from recsys_ltr.warp.estimators import (
 )
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 from recsys_ltr.warp.sampler import (
+    DOT_ROWS,
     Minibatch,
     WarpSampler,
     WarpStats,
@@ -42,4 +43,5 @@ __all__ = [
     "warp_minibatch",
     "dot_score",
     "dot_update",
+    "DOT_ROWS",
 ]

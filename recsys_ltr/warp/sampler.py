@@ -47,6 +47,10 @@ The sampling limit ``β_q`` (at most one of ``beta``, ``kappa``, ``gamma``):
 * ``gamma``: rank-γ truncation (Alg. 4.2, Theorem 3.8), ``β_q = floor(N_q / gamma)``;
 * none: ``β_q = N_q``, the standard WARP scheme.
 
+``min_beta`` raises every limit to at least ``min(min_beta, N_q)``: with ``gamma`` and
+``min_beta=1``, ``β_q = max(1, floor(N_q / gamma))``, the draw count of Alg. 4.2, whose
+repeat-until loop always draws once (default 0: the limits above as they are).
+
 Queries are drawn uniformly among those with at least one relevant item, one irrelevant item and
 ``β_q >= 1`` (a query with ``β_q = 0`` would never produce a step).
 
@@ -67,15 +71,15 @@ A dot-product model (user factors · item factors), trained with β = 10 and the
 and the template for any model::
 
     import numpy as np
-    from recsys_ltr.warp import WarpSampler, dot_score, dot_update
+    from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
 
     # X: scipy.sparse CSR users x items (implicit feedback)
     sampler = WarpSampler(X, beta=10, loss="reciprocal", random_state=0, num_threads=2)
     rng = np.random.default_rng(0)
     U = 0.1 * rng.standard_normal((X.shape[0], 32))
     V = 0.1 * rng.standard_normal((X.shape[1], 32))
-    stats = sampler.sgd((U, V), dot_score, dot_update, n_samples=X.nnz, learning_rate=0.05)
-    batch = sampler.minibatch((U, V), dot_score, batch_size=5)   # triplets for a batched update
+    stats = sampler.sgd((U, V), dot_score, dot_update, n_samples=X.nnz, learning_rate=0.05, rows=DOT_ROWS)
+    batch = sampler.minibatch((U, V), dot_score, batch_size=5, rows=DOT_ROWS)   # for a batched update
 """
 
 from __future__ import annotations
@@ -85,19 +89,19 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 from recsys_ltr._rng import randint, seed_state
-from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int
+from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 
-__all__ = ["WarpSampler", "WarpStats", "Minibatch", "warp_sgd", "warp_minibatch", "dot_score", "dot_update"]
+__all__ = ["WarpSampler", "WarpStats", "Minibatch", "warp_sgd", "warp_minibatch", "dot_score", "dot_update", "DOT_ROWS"]
 
 _REJECT, _COUNT, _EXPLICIT = 0, 1, 2
 _BY_LOSS, _BY_TABLE = 0, 1
+_NAN = -2  # sentinel ``neg`` of a round whose scores were NaN
 _BATCH_SALT = 1
 
 
@@ -178,30 +182,41 @@ def _draw_negative(spec, rng, row, q):
 @njit  # not cached: it may take numba dispatchers, whose type names are not stable across runs
 def _sample(spec, model_state, score_fn, rng, row):
     """One β-WSS round: returns ``(q, pos, neg, n_s, weight)``; ``neg = -1`` and ``n_s = β_q``
-    when no violator was found."""
+    when no violator was found, ``neg = _NAN`` when ``score_fn`` returned NaN."""
     queries, rel_indptr, rel_indices = spec[0], spec[1], spec[2]
     n_irr, beta, table, weight_mode, margin = spec[6], spec[7], spec[8], spec[10], spec[13]
     q = queries[randint(rng, row, queries.size)]
     s = rel_indptr[q]
     pos = np.int64(rel_indices[s + randint(rng, row, rel_indptr[q + 1] - s)])
     threshold = score_fn(model_state, q, pos) - margin
+    if np.isnan(threshold):
+        return q, pos, np.int64(_NAN), np.int64(0), 0.0
     for n_s in range(1, beta[q] + 1):
         neg = _draw_negative(spec, rng, row, q)
-        if neg >= 0 and score_fn(model_state, q, neg) > threshold:
+        if neg < 0:
+            continue
+        s_neg = score_fn(model_state, q, neg)
+        if s_neg > threshold:
             w = table[n_irr[q] // n_s] if weight_mode == _BY_LOSS else table[n_s - 1]
             return q, pos, neg, n_s, w
+        if np.isnan(s_neg):
+            return q, pos, np.int64(_NAN), n_s, 0.0
     return q, pos, np.int64(-1), beta[q], 0.0
 
 
 def _sgd_kernel(spec, model_state, score_fn, update_fn, rng, n_threads, n_samples, lr):
-    counts = np.zeros((n_threads, 3), dtype=np.int64)
+    counts = np.zeros((n_threads, 4), dtype=np.int64)
     for t in prange(n_threads):
         share = n_samples // n_threads + (1 if t < n_samples % n_threads else 0)
         violators = 0
         draws = 0
-        for _ in range(share):
+        for i in range(share):
             q, pos, neg, n_s, w = _sample(spec, model_state, score_fn, rng, t)
             draws += n_s
+            if neg == _NAN:  # stop this thread: the model has diverged
+                counts[t, 3] = 1
+                share = i + 1
+                break
             if neg >= 0:
                 violators += 1
                 update_fn(model_state, q, pos, neg, w, lr)
@@ -223,7 +238,7 @@ def _minibatch_kernel(spec, model_state, score_fn, rng, batch_size, max_tries):
             queries[s] = q
             positives[s] = pos
             draws[s] += n_s
-            if neg >= 0:
+            if neg >= 0 or neg == _NAN:
                 negatives[s] = neg
                 weights[s] = w
                 break
@@ -274,8 +289,14 @@ def warp_minibatch(spec, model_state, score_fn, rng, batch_size, max_tries, comp
 # ---------------------------------------------------------------------------------------------
 
 
-def _resolve_beta(n_irr: np.ndarray, beta, kappa, gamma) -> np.ndarray:
-    """``β_q`` from at most one of beta / kappa / gamma (module docstring)."""
+def _resolve_beta(n_irr: np.ndarray, beta, kappa, gamma, min_beta=0) -> np.ndarray:
+    """``β_q`` from at most one of beta / kappa / gamma, raised to ``min(min_beta, N_q)``
+    (module docstring)."""
+    min_beta = check_positive_int(min_beta, "min_beta", minimum=0)
+    return np.maximum(_limit(n_irr, beta, kappa, gamma), np.minimum(min_beta, n_irr))
+
+
+def _limit(n_irr, beta, kappa, gamma):
     given = [name for name, v in (("beta", beta), ("kappa", kappa), ("gamma", gamma)) if v is not None]
     if len(given) > 1:
         raise ValueError(f"give at most one of beta, kappa, gamma; got {', '.join(given)}")
@@ -311,6 +332,8 @@ class WarpSampler:
         Complement mode only: how a drawn positive is treated.
     beta, kappa, gamma : int, float, int, optional
         Sampling limit ``β_q``, at most one of them.
+    min_beta : int >= 0
+        Lower bound on ``β_q`` (capped at ``N_q``); ``1`` gives Alg. 4.2's at least one draw.
     loss : str or array, optional
         NML loss for the weight ``L[floor(N_q / n_s)]``: a kind of :func:`nml_loss` (built with
         order ``max_q N_q``) or an array ``L(0..K)`` with ``K >= max_q N_q``.  Default
@@ -348,6 +371,7 @@ class WarpSampler:
         beta=None,
         kappa=None,
         gamma=None,
+        min_beta: int = 0,
         loss=None,
         k=None,
         normalize: bool = True,
@@ -386,7 +410,7 @@ class WarpSampler:
         self.n_irr = n_true_irr if mode != _COUNT else np.full(
             self.n_queries, self.n_items - int(bool(exclude_self)), dtype=np.int64
         )
-        self.beta_q = _resolve_beta(self.n_irr, beta, kappa, gamma).astype(np.int64)
+        self.beta_q = _resolve_beta(self.n_irr, beta, kappa, gamma, min_beta).astype(np.int64)
         self.queries = np.flatnonzero((n_rel > 0) & (n_true_irr > 0) & (self.beta_q > 0)).astype(np.int64)
         if self.queries.size == 0:
             raise ValueError(
@@ -446,47 +470,70 @@ class WarpSampler:
             raise ValueError("k is only used with a loss kind, not with a loss array")
         return _BY_LOSS, _check_curve(loss, n_max + 1, "loss")
 
-    def sgd(self, model_state, score_fn, update_fn, n_samples: int, learning_rate: float) -> WarpStats:
+    def sgd(self, model_state, score_fn, update_fn, n_samples: int, learning_rate: float, *, rows=None) -> WarpStats:
         """Run ``n_samples`` β-WSS rounds of lock-free SGD through ``update_fn`` (Alg. 3.2 / 4.2).
 
-        Returns :class:`WarpStats`.  ``model_state`` is updated in place.
+        Returns :class:`WarpStats`.  ``model_state`` is updated in place.  ``rows`` (see
+        :meth:`check_rows`) lets the sampler check that the state covers every query and item.
+        Raises ``FloatingPointError`` if ``score_fn`` returns NaN (the model has diverged).
         """
         _check_dispatcher(score_fn, "score_fn")
         _check_dispatcher(update_fn, "update_fn")
-        model_state = self._check_state(model_state)
+        model_state = self.check_rows(self._check_state(model_state), rows)
         n_samples = check_positive_int(n_samples, "n_samples", minimum=0)
         lr = float(learning_rate)
         if not np.isfinite(lr):
             raise ValueError(f"learning_rate must be finite, got {learning_rate!r}")
-        with _threads(self.num_threads):
+        with numba_threads(self.num_threads):
             counts = warp_sgd(
                 self._spec, model_state, score_fn, update_fn, self._rng, self.num_threads, n_samples, lr,
                 self.compile_mode,
             )  # fmt: skip
-        return WarpStats(*(int(c) for c in counts))
+        if counts[3]:
+            raise FloatingPointError("score_fn returned NaN: the model has diverged (lower the learning rate?)")
+        return WarpStats(*(int(c) for c in counts[:3]))
 
     def minibatch(
-        self, model_state, score_fn, batch_size: int, require_violation: bool = True, max_tries: int = 100
+        self, model_state, score_fn, batch_size: int, require_violation: bool = True, max_tries: int = 100,
+        *, rows=None,
     ) -> Minibatch:
         """Collect ``batch_size`` triplets with the current model (Alg. 3.4, minibatch variant).
 
         With ``require_violation`` each slot redraws ``(q, pos)`` until a violator is found (at
         most ``max_tries`` rounds); otherwise each slot is exactly one round, and a slot without a
         violator still reports its ``(q, pos)`` (for a regulariser on it, Alg. 3.4 line 16).
+        ``rows`` as in :meth:`sgd`; NaN scores raise ``FloatingPointError``.
         """
         _check_dispatcher(score_fn, "score_fn")
-        model_state = self._check_state(model_state)
+        model_state = self.check_rows(self._check_state(model_state), rows)
         b = check_positive_int(batch_size, "batch_size")
         tries = check_positive_int(max_tries, "max_tries") if require_violation else 1
         if self._batch_rng.shape[0] < b:  # new slots get their own streams; old ones continue
             grown = seed_state(self._seed, b, salt=_BATCH_SALT)
             grown[: self._batch_rng.shape[0]] = self._batch_rng
             self._batch_rng = grown
-        with _threads(self.num_threads):
+        with numba_threads(self.num_threads):
             out = warp_minibatch(
                 self._spec, model_state, score_fn, self._batch_rng, b, tries, self.compile_mode
             )
+        if np.any(out[2] == _NAN):
+            raise FloatingPointError("score_fn returned NaN: the model has diverged (lower the learning rate?)")
         return Minibatch(*out)
+
+    def check_rows(self, model_state, rows):
+        """Check that the model can be indexed by every query and item the kernels may pass.
+
+        ``rows`` maps a position in ``model_state`` to ``"query"`` or ``"item"``: that array's
+        first dimension must cover ``n_queries`` or ``n_items`` (e.g. :data:`DOT_ROWS` for
+        :func:`dot_score`).  The kernels trust the model's functions, so a model whose state is
+        too small would otherwise read out of bounds.
+        """
+        for pos, kind in (rows or {}).items():
+            need = {"query": self.n_queries, "item": self.n_items}[kind]
+            have = np.shape(model_state[pos])[0] if np.ndim(model_state[pos]) else 0
+            if have < need:
+                raise ValueError(f"model_state[{pos}] has {have} rows but the sampler has {need} {kind}s")
+        return model_state
 
     @staticmethod
     def _check_state(model_state):
@@ -495,23 +542,13 @@ class WarpSampler:
         return model_state
 
 
-class _threads:
-    """Context manager setting numba's thread count for the calling thread."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __enter__(self):
-        self.old = numba.get_num_threads()
-        numba.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        numba.set_num_threads(self.old)
-
-
 # ---------------------------------------------------------------------------------------------
 # Reference model: dot product of user and item factors (tests, benchmark, docs)
 # ---------------------------------------------------------------------------------------------
+
+
+#: ``rows`` of the dot-product model for :meth:`WarpSampler.sgd`: ``U`` per query, ``V`` per item.
+DOT_ROWS = {0: "query", 1: "item"}
 
 
 @njit(cache=True)
