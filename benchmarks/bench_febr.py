@@ -1,0 +1,127 @@
+"""FEBR speed and memory next to implicit ALS and LightFM WARP (issue 5, sec. 5).
+
+For each data set (holdout split 70/10/20, seed 0) and method, in a fresh subprocess (so peak
+memory is the method's own): fit time (FEBR: affinity + features + OPT-ADG training with early
+stopping on validation ADG, timed after a warm-up fit on 500 users that loads numba's cached
+kernels once per process, reported as ``warmup``), full evaluation time (all metrics, every test user, validation items
+excluded) and peak resident memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run.
+
+* FEBR: FEBRi, cosine affinity, k = 100, default iterations / gamma / learning rate, validation
+  ADG on 1000 validation users every 50k samples, early stopping after 2 evaluations without gain;
+* ALS: implicit 0.7 ``AlternatingLeastSquares(factors=64, iterations=15)``;
+* LightFM: ``LightFM(no_components=64, loss="warp", max_sampled=10)``, epochs chosen so that it
+  draws as many positives as FEBR did (one epoch = one pass over the training positives).
+
+Run (2 threads)::
+
+    NUMBA_NUM_THREADS=2 OMP_NUM_THREADS=2 python benchmarks/bench_febr.py \\
+        --datasets movielens-1m-implicit gowalla --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+THREADS = 2
+
+
+def _split(name):
+    from recsys_ltr.datasets import load
+    from recsys_ltr.split import holdout
+
+    return holdout(load(name), val=0.1, test=0.2, seed=0)
+
+
+def _one(name, method, samples):
+    """Fit and evaluate one method; prints one JSON line."""
+    from recsys_ltr.metrics import evaluate
+
+    train, val, test = _split(name)
+    extra = {}
+    if method == "FEBR":  # warm-up on 500 users: numba loads its cached kernels once per process
+        from recsys_ltr.models.febr import FEBR
+
+        t0 = time.perf_counter()
+        FEBR(k=10, iterations=2000, eval_every=1000, num_threads=THREADS).fit(train[:500], val[:500])
+        extra["warmup"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if method == "FEBR":
+        model = FEBR(affinity="cosine", side="item", k=100, eval_every=50_000, early_stopping=2,
+                     validation_users=1000, random_state=0, num_threads=THREADS).fit(train, val)
+        scorer = model
+        extra.update(samples=model.history_[-1]["iteration"], best_iteration=model.best_iteration_)
+    elif method == "ALS":
+        from implicit.cpu.als import AlternatingLeastSquares
+
+        model = AlternatingLeastSquares(factors=64, iterations=15, num_threads=THREADS, random_state=0)
+        model.fit(train.astype(np.float32), show_progress=False)
+        scorer = _dot_scorer(model.user_factors, model.item_factors)
+    else:
+        from lightfm import LightFM
+
+        epochs = max(1, int(round(samples / train.nnz)))
+        model = LightFM(no_components=64, loss="warp", max_sampled=10, random_state=0)
+        model.fit(train.tocoo(), epochs=epochs, num_threads=THREADS)
+        scorer = _dot_scorer(np.hstack([model.user_embeddings, model.user_biases[:, None]]),
+                             np.hstack([model.item_embeddings, np.ones((train.shape[1], 1), np.float32)]),
+                             item_bias=model.item_biases)
+        extra = {"epochs": epochs}
+    fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = evaluate(scorer, train, test, exclude=val, num_threads=THREADS)
+    ev = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss in KiB)
+    print(json.dumps({"fit": fit, "eval": ev, "peak_gb": peak, "ADG": result["ADG"], **extra}))
+
+
+def _dot_scorer(U, V, item_bias=None):
+    U, V = np.asarray(U, np.float64), np.asarray(V, np.float64)
+    bias = 0.0 if item_bias is None else np.asarray(item_bias, np.float64)[None, :]
+
+    def score(user_ids):
+        return U[user_ids] @ V.T + bias
+
+    return score
+
+
+def _run(name, method, samples=0):
+    out = subprocess.run([sys.executable, __file__, "--one", name, method, str(samples)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["movielens-1m-implicit", "gowalla"])
+    parser.add_argument("--methods", nargs="+", default=["FEBR", "ALS", "LightFM"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        _one(args.one[0], args.one[1], int(args.one[2]))
+        return
+    print(f"{'data set':<24}{'method':<9}{'fit s':>8}{'eval s':>8}{'total s':>9}{'peak GB':>9}"
+          f"{'fit/ALS':>9}{'ADG':>8}  notes")
+    for name in args.datasets:
+        runs = {}
+        for _ in range(args.repeats):
+            for method in args.methods:
+                samples = runs.get("FEBR", [{}])[-1].get("samples", 0) if method == "LightFM" else 0
+                runs.setdefault(method, []).append(_run(name, method, samples))
+        med = {m: {key: float(np.median([r[key] for r in rs])) for key in rs[0]} for m, rs in runs.items()}
+        for method, r in med.items():
+            ratio = r["fit"] / med["ALS"]["fit"] if "ALS" in med else float("nan")
+            notes = {key: round(v, 2) for key, v in r.items() if key in ("samples", "best_iteration", "epochs", "warmup")}
+            print(f"{name:<24}{method:<9}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"
+                  f"{r['peak_gb']:>9.2f}{ratio:>9.2f}{r['ADG']:>8.4f}  {notes or ''}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
