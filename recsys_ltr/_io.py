@@ -70,7 +70,9 @@ class DenseStateIO:
 
     Subclasses list them in ``_state`` (name -> ndim, finite floats, required) and
     ``_optional_state`` (name -> ndim, any numeric dtype, may be ``None``), and define
-    ``_check_fitted()`` and ``_restore(path)`` (cross-checks shapes, derives the rest).
+    ``_check_fitted()``, ``_restore(path)`` (cross-checks shapes, derives the rest) and
+    ``_check_loaded_params()`` (the estimator's own parameter validation, run by :meth:`load`
+    on the file's parameters once the arrays are set and before ``_restore``).
     """
 
     _FORMAT, _VERSION = "recsys_ltr.metric", 1
@@ -113,5 +115,15 @@ class DenseStateIO:
             setattr(model, name, arrays[name].astype(np.float64))
         for name in cls._optional_state:
             setattr(model, name, arrays.get(name))
+        try:
+            model._check_loaded_params()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: invalid parameters: {exc}") from exc
         model._restore(path)
         return model
+
+    def _check_loaded_params(self):
+        """Validate the parameters read by :meth:`load`; subclasses run their own checks.
+
+        The default accepts anything: override it (typically ``self._check_params()``).
+        """

@@ -5,31 +5,10 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_knn import random_feedback, rows_of
+from _helpers import brute_knn, brute_similarity, cosine_literal, kunn_item_affinity_literal, random_feedback, rows_of
 
 from recsys_ltr.neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc
-
-
-def kunn_item_affinity_literal(D):
-    """Eq. (4.5): A_ij = i^T W_U j / (||i|| ||j||), W_U = diag(1/sqrt(c(u)))."""
-    n_users, n_items = D.shape
-    c_user = D.sum(axis=1)
-    A = np.zeros((n_items, n_items))
-    for i in range(n_items):
-        for j in range(n_items):
-            norm = np.sqrt(D[:, i].sum()) * np.sqrt(D[:, j].sum())
-            if norm > 0:
-                A[i, j] = sum(D[u, i] * D[u, j] / np.sqrt(c_user[u]) for u in range(n_users) if c_user[u]) / norm
-    return A
-
-
-def cosine_literal(M):
-    """cos between rows of a dense binary matrix (0 for empty rows)."""
-    norm = np.sqrt(M.sum(axis=1))
-    C = M @ M.T
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nan_to_num(C / np.outer(norm, norm))
 
 
 def assert_valid_topk(aff, A, k):
@@ -72,26 +51,31 @@ def test_cosine_affinity_is_ktrunc_of_cosine(n_users, n_items, k, seed):
         assert_valid_topk(aff, cos, kk)
 
 
-def aggsum_literal(A_trunc_knn, A, D, u, i):
+def aggsum_literal(knn, A, D, u, i):
     """aggsum(phi_ui) = sum of A_ij over ActiveItems(u, i) = O+_u & KNN(i)."""
-    active = set(np.flatnonzero(D[u])) & set(A_trunc_knn[i])
+    active = set(np.flatnonzero(D[u])) & set(knn[i])
     return sum(A[i, j] for j in active)
 
 
 @pytest.mark.parametrize("builder", [cosine_affinity, kunn_affinity])
 @pytest.mark.parametrize("side", ["item", "user"])
 def test_theorem_4_3_and_corollary_4_1(builder, side):
-    """aggsum over active items (users) equals [ktrunc(A)]_i . u  ([ktrunc(A)]_u . i)."""
+    """aggsum over active items (users), from the untruncated literal affinity and brute-force
+    KNN, equals [ktrunc(A)]_i . u  ([ktrunc(A)]_u . i) with the library's truncated rows."""
     D = random_feedback(np.random.default_rng(7), 15, 12, 0.35)
     aff = builder(sp.csr_matrix(D), 6, side=side)
     M = D if side == "item" else D.T  # rows are the "users" of the theorem for this side
+    rows = M.T  # the items (users) compared by the affinity; their features are M's rows
+    weights = 1 / np.sqrt(np.maximum(M.sum(axis=1), 1)) if builder is kunn_affinity else None
+    A = brute_similarity(rows, weights)  # Eq. (4.5)/(4.6) or cosine, no truncation
+    literal = kunn_item_affinity_literal(M) if builder is kunn_affinity else cosine_literal(rows)
+    np.testing.assert_allclose(A, literal, rtol=1e-12, atol=1e-15)
     for k in (1, 3, 6):
-        T = aff.truncate(k)
-        knn = rows_of(T)
-        dense = T.toarray()
+        knn = brute_knn(A, k)
+        got = aff.truncate(k) @ M.T  # column u: [ktrunc(A)] . u
         for u in range(M.shape[0]):
             for i in range(M.shape[1]):
-                assert np.isclose(aggsum_literal(knn, dense, M, u, i), dense[i] @ M[u], rtol=1e-12, atol=0)
+                assert np.isclose(aggsum_literal(knn, A, M, u, i), got[i, u], rtol=1e-12, atol=1e-15)
 
 
 def test_affinity_truncate_and_neighbors():
@@ -105,6 +89,8 @@ def test_affinity_truncate_and_neighbors():
     np.testing.assert_array_equal(vals, small.matrix[3, ids].toarray().ravel())
     with pytest.raises(ValueError, match="exceeds k_max"):
         aff.truncate(7)
+    with pytest.raises(ValueError, match="exceeds k_max"):
+        aff.neighbors(3, 7)
     with pytest.raises(ValueError, match="<= 9"):
         aff.neighbors(10)
     assert "k_max=6" in repr(aff)

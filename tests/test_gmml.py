@@ -1,12 +1,15 @@
 """GMML (su2017 Algorithm 1): Riccati equation, SPD, geodesic, pair sampling, bad inputs."""
 
+import json
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg as sla
 from hypothesis import given, settings, strategies as st
 from sklearn.base import clone
 
-from recsys_ltr.metric.gmml import GMML, cross_scatter, gmml_components, within_scatter
+from recsys_ltr.metric.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
 from recsys_ltr.metric.lgmml import LGMML
 
 
@@ -74,6 +77,32 @@ def test_scatter_closed_forms_match_loops():
     assert np.allclose(cross_scatter(P, N), cross)
 
 
+@pytest.mark.parametrize("offset", [1e3, 1e7])
+def test_scatter_accurate_on_uncentred_data(offset):
+    """Far from the origin the uncentred shortcut 2n P^T P - 2 s s^T loses every digit."""
+    rng = np.random.default_rng(4)
+    P, N = offset + rng.normal(size=(30, 3)), offset + rng.normal(size=(40, 3))
+    within = sum(np.outer(a - b, a - b) for a in P for b in P)  # i == j adds 0
+    cross = sum(np.outer(a - b, a - b) for a in P for b in N)
+    np.testing.assert_allclose(within_scatter(P), within, rtol=0, atol=1e-8 * np.abs(within).max())
+    np.testing.assert_allclose(cross_scatter(P, N), cross, rtol=0, atol=1e-8 * np.abs(cross).max())
+
+
+def test_singular_scatter_without_ridge_warns():
+    """regularization=0 and rank-deficient S: eigenvalues are clamped, and the user is told."""
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(8, 3))
+    B = A.copy()
+    B[:4, 0] += rng.normal(size=4)  # similar pairs differ along e_0 only: S has rank 1
+    B[4:] += rng.normal(size=(4, 3))
+    similar = np.arange(8) < 4
+    with pytest.warns(SingularScatterWarning, match="clamped"):
+        GMML(regularization=0.0).fit_pairs(A, B, similar)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SingularScatterWarning)
+        GMML(regularization=1e-3).fit_pairs(A, B, similar)
+
+
 def test_fit_pairs_solves_regularised_riccati():
     rng = np.random.default_rng(4)
     A, B = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
@@ -115,11 +144,13 @@ def test_pair_sampler_semantics():
 
 @pytest.mark.parametrize(
     "params, match",
-    [({"regularization": -1.0}, "regularization"), ({"t": 1.5}, "t must"), ({"regularization": np.nan}, "regularization")],
+    [({"regularization": -1.0}, "regularization"), ({"t": 1.5}, "t must"), ({"regularization": np.nan}, "regularization"),
+     ({"regularization": True}, "regularization must be a real"), ({"t": False}, "t must be a real"),
+     ({"t": "0.5"}, "t must be a real"), ({"num_constraints": 0}, "num_constraints")],
 )
 def test_bad_params(params, match):
     X = np.eye(4)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         GMML(**params).fit_pairs(X, X[::-1], np.array([True, False, True, False]))
 
 
@@ -163,5 +194,13 @@ def test_save_load_roundtrip_and_malformed(tmp_path):
     GMML(regularization=0.3, random_state=2).fit(X, np.arange(30) % 3).save(tmp_path / "g2")
     with pytest.raises(ValueError, match="does not hold a LGMML"):
         LGMML.load(tmp_path / "g2.npz")
+    for key, value in (("t", 7), ("regularization", -1.0), ("t", True)):
+        bad = dict(np.load(tmp_path / "g.npz"))
+        header = json.loads(str(bad["header"]))
+        header["params"][key] = value
+        bad["header"] = np.array(json.dumps(header))
+        np.savez(tmp_path / "bad.npz", **bad)
+        with pytest.raises(ValueError, match=f"invalid parameters: {key}"):
+            GMML.load(tmp_path / "bad.npz")
     with pytest.raises(ValueError, match="JSON-serialisable"):
         GMML(random_state=np.random.default_rng(0)).fit(X, np.arange(30) % 3).save(tmp_path / "gen")

@@ -6,54 +6,9 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _helpers import brute_knn, brute_similarity, random_feedback, rows_of
+
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
-
-
-def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
-    """Binary users x items matrix with an empty user, an empty item and (optionally) a
-    duplicated item column and user row, which force exact similarity ties."""
-    D = (rng.random((n_users, n_items)) < density).astype(float)
-    D[0, :] = 0
-    D[:, -1] = 0
-    if duplicate and n_items > 3:
-        D[:, 2] = D[:, 1]
-    if duplicate and n_users > 3:
-        D[2, :] = D[1, :]
-    if D.sum() == 0:
-        D[1, 0] = 1
-    return D
-
-
-def brute_similarity(D, weights=None):
-    """sim(a, b) = sum_f D_af D_bf w_f / (||a|| ||b||) between rows of a dense binary matrix,
-    summed feature by feature in increasing order (like the kernel), diagonal kept."""
-    n, d = D.shape
-    w = np.ones(d) if weights is None else weights
-    inv = np.array([1 / np.sqrt(c) if c > 0 else 0.0 for c in D.sum(axis=1)])
-    S = np.zeros((n, n))
-    for a in range(n):
-        for b in range(n):
-            acc = 0.0
-            for f in range(d):
-                if D[a, f] and D[b, f]:
-                    acc += w[f]
-            S[a, b] = acc * (inv[a] * inv[b])
-    return S
-
-
-def brute_knn(S, k):
-    """KNN(i): the <= k others with the largest positive S_ij, ties by smaller id."""
-    out = []
-    for i in range(S.shape[0]):
-        cand = [j for j in range(S.shape[0]) if j != i and S[i, j] > 0]
-        cand.sort(key=lambda j: (-S[i, j], j))
-        out.append(cand[:k])
-    return out
-
-
-def rows_of(S):
-    S = sp.csr_matrix(S)
-    return [S.indices[S.indptr[i]:S.indptr[i + 1]].tolist() for i in range(S.shape[0])]
 
 
 def assert_neighborhood(S_csr, S_dense, k):

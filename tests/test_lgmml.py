@@ -1,5 +1,6 @@
 """L-GMML (su2017 sec. 3, Algorithm 2): local weights, m = 1 reduction, one WARP step by hand."""
 
+import json
 import math
 
 import numpy as np
@@ -88,29 +89,42 @@ def test_single_metric_reduces_to_global_gmml_scorer():
     np.testing.assert_allclose(est.predict(X, qid), phi * ref, rtol=1e-6, atol=1e-12)
 
 
+def _eq16(k):
+    return sum(1 / math.log2(i + 1) for i in range(1, k + 1))
+
+
 def test_one_warp_step_matches_eq21_by_hand():
-    # one query: two relevant documents, three identical irrelevant ones (so the drawn negative
-    # does not matter); a huge margin makes the first draw a violator: n_s = 1, N_q = 3
-    X = np.array([[1.0, 0.2], [0.8, 0.5], [0.1, 0.9], [0.1, 0.9], [0.1, 0.9]])
-    y = np.array([2, 1, 0, 0, 0])
-    qid = np.zeros(5, dtype=int)
-    kw = dict(n_metrics=2, queries_per_metric=1, margin=1e6, learning_rate=0.3, phi_init=0.05, random_state=0)
-    before = LGMML(n_epochs=0, **kw).fit(X, y, qid)
-    after = LGMML(n_epochs=1, **kw).fit(X, y, qid)  # n_epochs * |D+| = 2 SGD draws
-    assert np.array_equal(before.anchors_, after.anchors_)
+    """One query, one relevant document (the anchor, d = 0) and N_q = 4 irrelevant ones: two
+    "near" violators (sum_r Φ G < margin) and two "mid" non-violators.  One SGD sample draws
+    negatives until a near one: n_s draws, weight L(floor(4 / n_s)) (Eq. 16), then Eq. 21."""
+    def data(c):
+        b = c * np.array([1.0, 0.5])
+        return np.array([[0.0, 0.0], 0.1 * b, 0.1 * b, b, b]), np.array([1, 0, 0, 0, 0]), np.zeros(5, int)
 
-    Xs = X / before.scale_
-    d = np.array([[np.linalg.norm(before.metrics_[r] @ (x - before.anchors_[r])) for r in range(2)] for x in Xs])
-    grad = -np.exp(-d) * d  # ∂f(p)/∂Φ[r], Eq. 13
-    L3 = 1 / math.log2(2) + 1 / math.log2(3) + 1 / math.log2(4)  # Eq. 16, L(floor(3 / 1))
-
-    def step(phi, pos):  # Eq. 21 with the projection of Algorithm 2
-        return np.maximum(0.0, phi - 0.3 * L3 * (grad[2] - grad[pos]))
-
-    phi0 = np.full(2, 0.05)
-    reachable = [step(step(phi0, p1), p2) for p1 in (0, 1) for p2 in (0, 1)]
-    assert any(np.allclose(after.phi_[0], r, rtol=1e-12, atol=1e-15) for r in reachable)
-    assert not np.allclose(after.phi_[0], phi0)
+    kw = dict(n_metrics=2, queries_per_metric=1, margin=0.5, learning_rate=0.3, phi_init=1.0,
+              feature_scaling=None, n_epochs=1)
+    probe = LGMML(**kw, random_state=0).fit(*data(1.0))
+    c = 1.0 / np.linalg.norm(probe.metrics_[0] @ np.array([1.0, 0.5]))  # GMML is scale-free: d(mid) = 1
+    X, y, qid = data(c)
+    seen = {}
+    for seed in range(60):
+        est = LGMML(**kw, random_state=seed).fit(X, y, qid)
+        d = np.array([[np.linalg.norm(est.metrics_[r] @ (x - est.anchors_[r])) for r in range(2)] for x in X])
+        G = np.exp(-d) * d  # -∂f/∂Φ[r], Eq. 13
+        assert np.array_equal(est.anchors_[0], X[0]) and np.allclose(d[3], 1.0)
+        assert G[1].sum() < 0.5 < G[3].sum()  # phi_init = 1: near violate the margin, mid do not
+        stats = est.warp_stats_
+        assert stats.samples == 1
+        n_s = stats.draws
+        if stats.violators == 0:  # four mid draws (beta = N_q = 4): no update
+            np.testing.assert_array_equal(est.phi_[0], [1.0, 1.0])
+            continue
+        # Eq. 21 with the projection: Φ - μ L (∂f(p-)/∂Φ - ∂f(p+)/∂Φ), ∂f/∂Φ = -G, neg = a near row
+        expected = np.maximum(0.0, 1.0 - 0.3 * _eq16(4 // n_s) * (-G[1] + G[0]))
+        np.testing.assert_allclose(est.phi_[0], expected, rtol=1e-13)
+        seen[n_s] = est.phi_[0].copy()
+    assert {1, 2} <= set(seen)  # the n_s > 1 path was exercised, and its weight differs
+    assert not np.allclose(seen[1], seen[2])
 
 
 def test_per_query_phi_and_reproducibility():
@@ -194,9 +208,51 @@ def test_save_load_roundtrip(tmp_path):
     back = LGMML.load(tmp_path / "m.npz")
     assert back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.predict(X, qid), est.predict(X, qid))
-    np.savez(tmp_path / "bad.npz", header=np.array(
-        '{"format": "recsys_ltr.metric", "version": 1, "class": "LGMML", "params": {}}'),
+    np.savez(tmp_path / "bad.npz", header=np.array(json.dumps(
+        {"format": "recsys_ltr.metric", "version": 1, "class": "LGMML", "params": est.get_params()})),
         metrics_=est.metrics_, transforms_=est.transforms_, anchors_=est.anchors_,
         phi_=-est.phi_ - 1, scale_=est.scale_)
     with pytest.raises(ValueError, match="phi_ must be >= 0"):
         LGMML.load(tmp_path / "bad.npz")
+
+
+def _rewrite(tmp_path, est, params=None, **arrays):
+    est.save(tmp_path / "good.npz")
+    data = dict(np.load(tmp_path / "good.npz"))
+    header = json.loads(str(data["header"]))
+    header["params"].update(params or {})
+    data.update(header=np.array(json.dumps(header)), **arrays)
+    np.savez(tmp_path / "edited.npz", **data)
+    return tmp_path / "edited.npz"
+
+
+@pytest.mark.parametrize("distance", ["eq12", "mahalanobis"])
+def test_load_revalidates_parameters_and_transforms(tmp_path, distance):
+    X, y, qid = _ltr_data(seed=9)
+    est = LGMML(n_metrics=2, queries_per_metric=3, n_epochs=1, distance=distance, random_state=0).fit(X, y, qid)
+    np.testing.assert_array_equal(LGMML.load(_rewrite(tmp_path, est)).predict(X, qid), est.predict(X, qid))
+    for params, match in (({"test_anchors": "bogus"}, "test_anchors"), ({"distance": 5}, "distance"),
+                          ({"t": 7}, "t must"), ({"regularization": True}, "regularization"),
+                          ({"n_metrics": 3}, "inconsistent shapes"), ({"phi_mode": "per_query"}, None)):
+        path = _rewrite(tmp_path, est, params)
+        if match is None:  # one shared row is a valid per-query model too (mean of one row)
+            LGMML.load(path)
+            continue
+        with pytest.raises(ValueError, match=match):
+            LGMML.load(path)
+    other = "mahalanobis" if distance == "eq12" else "eq12"
+    for path in (_rewrite(tmp_path, est, transforms_=est.transforms_ * 3), _rewrite(tmp_path, est, {"distance": other})):
+        with pytest.raises(ValueError, match="transforms_ must"):
+            LGMML.load(path)
+
+
+def test_local_weights_rho_and_zero_scatter_errors():
+    X, y, qid = _ltr_data(seed=10)
+    est = LGMML(n_metrics=2, queries_per_metric=3, n_epochs=0, random_state=0).fit(X, y, qid)
+    np.testing.assert_allclose(est.local_weights(X, rho=1.0) ** 2, est.local_weights(X))
+    with pytest.raises(ValueError, match="rho"):
+        est.local_weights(X, rho=-1.0)
+    with pytest.raises(TypeError, match="rho"):
+        est.local_weights(X, rho=True)
+    with pytest.raises(ValueError, match="zero scatter"):
+        LGMML(n_metrics=1).fit(np.ones((4, 2)), [1, 0, 1, 0], [0, 0, 1, 1])

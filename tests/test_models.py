@@ -8,8 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
-from test_affinity import kunn_item_affinity_literal
-from test_knn import brute_knn, brute_similarity, random_feedback, rows_of
+from _helpers import brute_knn, brute_similarity, kunn_item_affinity_literal, random_feedback
 
 from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
@@ -71,15 +70,19 @@ def test_item_and_user_p_match_brute_force(m, n, density, k, seed):
 @settings(max_examples=10, deadline=None)
 @given(st.integers(4, 10), st.integers(4, 9), st.floats(0.2, 0.5), st.integers(1, 3), st.integers(0, 10**6))
 def test_theorem_4_4_kunn_double_sum(m, n, density, k, seed):
-    """KUNN's Eq. (4.4) (the model) equals the literal double sum Eq. (4.3)."""
+    """KUNN's Eq. (4.4) (the model) equals the literal double sum Eq. (4.3) over neighbourhoods
+    found by brute force on the literal KUNN affinities Eq. (4.5)-(4.6)."""
     D = random_feedback(np.random.default_rng(seed), m, n, density)
+    # Eq. (4.5)/(4.6) summed in the kernel's order (so exact ties break alike), checked literal
+    A_item = brute_similarity(D.T, 1 / np.sqrt(np.maximum(D.sum(axis=1), 1)))
+    A_user = brute_similarity(D, 1 / np.sqrt(np.maximum(D.sum(axis=0), 1)))
+    np.testing.assert_allclose(A_item, kunn_item_affinity_literal(D), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(A_user, kunn_item_affinity_literal(D.T), rtol=1e-12, atol=1e-15)
+    knn_item, knn_user = brute_knn(A_item, k), brute_knn(A_user, k)
     model = KUNN(k=k).fit(D)
-    knn_item = rows_of(model.item_affinity_.truncate(k))
-    knn_user = rows_of(model.user_affinity_.truncate(k))
     np.testing.assert_allclose(model.score(np.arange(m)), kunn_eq_4_3(D, knn_item, knn_user), rtol=1e-10, atol=1e-14)
     # KUNN-i / KUNN-u: item-p / user-p over the KUNN affinities (Eq. 4.5 / 4.6)
-    for side, A, knn, M in (("item", kunn_item_affinity_literal(D), knn_item, D),
-                            ("user", kunn_item_affinity_literal(D.T), knn_user, D.T)):
+    for side, A, knn, M in (("item", A_item, knn_item, D), ("user", A_user, knn_user, D.T)):
         ref = np.array([[sum(A[i, j] for j in knn[i] if M[u, j]) for i in range(M.shape[1])]
                         for u in range(M.shape[0])])
         got = KUNN(k=k, side=side).fit(D).score(np.arange(m))
@@ -170,6 +173,12 @@ def test_user_based_models_recalculate_user(model):
     np.testing.assert_array_equal(kept[0], model.recommend(users, N=4, filter_already_liked_items=False)[0])
     with pytest.raises(ValueError, match="out of range"):
         model.recommend([D.shape[0]], sp.csr_matrix(D[:1]))
+    if isinstance(model, UserKNN):  # a new user = an appended copy of user 3 (KUNN's counts would change)
+        new = model.recommend(D.shape[0] + 3, sp.csr_matrix(D[3]), N=4, recalculate_user=True)
+        twin = UserKNN(k=3).fit(np.vstack([D, D[3]])).recommend(D.shape[0], N=4)
+        np.testing.assert_array_equal(new[0], twin[0])
+    with pytest.raises(ValueError, match="userid must be >= 0"):
+        model.recommend(-1, sp.csr_matrix(D[:1]), recalculate_user=True)
     assert not model.item_based
 
 
@@ -224,12 +233,56 @@ def test_load_rejects_malformed_files(tmp_path):
         Recommender.load(write("d.npz", bad))
     with pytest.raises(ValueError, match="item_affinity_"):
         Recommender.load(write("e.npz", {k: v for k, v in good.items() if k != "item_affinity_.data"}))
-    header = json.loads(str(good["header"]))
-    header["params"]["k"] = 50
-    with pytest.raises(ValueError, match="exceeds"):
-        Recommender.load(write("f.npz", {**good, "header": np.array(json.dumps(header))}))
     with pytest.raises(FileNotFoundError):
         Recommender.load(tmp_path / "missing.npz")
+
+
+def _edited(tmp_path, model, edit):
+    """Save ``model``, apply ``edit(header, arrays)`` to the file and return its new path."""
+    model.save(tmp_path / "good.npz")
+    arrays = dict(np.load(tmp_path / "good.npz"))
+    header = json.loads(str(arrays["header"]))
+    edit(header, arrays)
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(tmp_path / "bad.npz", **arrays)
+    return tmp_path / "bad.npz"
+
+
+def _set(*keys_value):
+    *keys, value = keys_value
+
+    def edit(header, arrays):
+        node = header
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("model, edit, message", [
+    (ItemKNN(k=3), _set("params", "k", "x"), "invalid parameters: k must be an integer"),
+    (ItemKNN(k=3), _set("params", "k", 1.5), "invalid parameters: k must be an integer"),
+    (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
+    (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
+    (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
+    (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress"),
+    (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
+    (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
+    (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted attribute"),
+    (ItemKNN(k=3), _set("state", "item_affinity_", "kind", "kunn"), "expected 'cosine'"),
+    (ItemKNN(k=3), _set("state", "item_affinity_", "side", "user"), "Affinity with side=.item."),
+    (KUNN(k=3), _set("params", "side", "items"), "fitted state holds"),
+    (KUNN(k=3, side="user"), _set("params", "side", "item"), "fitted state holds"),
+    (SLIM(l1=0.1, l2=0.5), _set("params", "l1", -1.0), "invalid parameters: l1"),
+    (SLIM(l1=0.1, l2=0.5), _set("params", "l2", True), "invalid parameters: l2"),
+    (SLIM(l1=0.1, l2=0.5), _set("params", "k", 3), "k=3 means 3"),
+    (SLIM(k=3, l1=0.1, l2=0.5), _set("params", "k", 20), "larger than the catalogue"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_load_revalidates_parameters_and_state(tmp_path, model, edit, message):
+    """A file whose parameters or state disagree is refused, never silently used."""
+    model = clone(model).fit(feedback(10))
+    with pytest.raises(ValueError, match=message):
+        Recommender.load(_edited(tmp_path, model, edit))
 
 
 def test_similar_items():
@@ -239,12 +292,55 @@ def test_similar_items():
     cos = brute_similarity(D.T)
     assert ids.tolist() == brute_knn(cos, 3)[2]
     np.testing.assert_allclose(vals, cos[2, ids])
-    many_ids, _ = model.similar_items([2, 5], N=3)
-    assert many_ids[0].tolist() == ids.tolist() and many_ids.shape[0] == 2
-    with pytest.raises(NotImplementedError, match="no item-item affinity"):
-        UserKNN(k=2).fit(D).similar_items(0)
     with pytest.raises(ValueError, match="out of range"):
         model.similar_items(8)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
+def test_similar_items_shapes_like_recommend(model):
+    """Every model answers; arrays padded with -1/-inf to min(N, n_items - 1); never the item."""
+    D = feedback(14, 20, 8)
+    model = clone(model).fit(D)
+    items = np.arange(8)
+    for N in (3, 50):
+        ids, vals = model.similar_items(items, N=N)
+        assert ids.shape == vals.shape == (8, min(N, 7))
+        for i in items:
+            valid = ids[i] >= 0
+            assert i not in ids[i] and np.all(valid[:valid.sum()])  # padding only at the end
+            assert np.all(vals[i][~valid] == -np.inf) and np.all(np.diff(vals[i][valid]) <= 0)
+            one_ids, one_vals = model.similar_items(int(i), N=N)
+            np.testing.assert_array_equal(one_ids, ids[i][valid])
+            np.testing.assert_array_equal(one_vals, vals[i][valid])
+
+
+def test_similar_items_of_user_based_models_and_popularity():
+    D = feedback(15, 20, 8)
+    pop = D.sum(axis=0)
+    kunn_item = brute_similarity(D.T, 1 / np.sqrt(np.maximum(D.sum(axis=1), 1)))  # Eq. (4.5)
+    for model, S in ((UserKNN(k=3), brute_similarity(D.T)), (KUNN(k=3, side="user"), kunn_item)):
+        ids, vals = model.fit(D).similar_items(np.arange(8), N=7)
+        for i, expected in enumerate(brute_knn(S, 7)):  # all positive neighbours, not k-limited
+            assert ids[i][ids[i] >= 0].tolist() == expected
+            np.testing.assert_allclose(vals[i][: len(expected)], S[i, expected], rtol=1e-12)
+    ids, vals = Popularity().fit(D).similar_items(3, N=4)
+    assert ids.tolist() == sorted((j for j in range(8) if j != 3), key=lambda j: (-pop[j], j))[:4]
+    np.testing.assert_array_equal(vals, pop[ids])
+
+
+@pytest.mark.filterwarnings("ignore:Method expects CSR")
+def test_similar_items_convention_versus_implicit():
+    """implicit lists the item itself first; ours drops it: implicit's N + 1 minus its head = our N."""
+    implicit_nn = pytest.importorskip("implicit.nearest_neighbours")
+    D = random_feedback(np.random.default_rng(16), 40, 10, 0.4, duplicate=False)  # cos(i, j) < 1
+    ref = implicit_nn.CosineRecommender(K=10)
+    ref.fit(sp.csr_matrix(D), show_progress=False)
+    ours = ItemKNN(k=9).fit(D)
+    for i in range(9):  # item 9 is empty
+        their_ids, their_vals = ref.similar_items(i, N=5)
+        assert their_ids[0] == i
+        ids, vals = ours.similar_items(i, N=4)
+        np.testing.assert_allclose(vals, their_vals[1:], rtol=1e-6)  # ties may be ordered differently
 
 
 def test_bad_inputs():

@@ -10,12 +10,14 @@ from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import ElasticNet
 
+from _helpers import brute_knn, brute_similarity, knn_matrix, ktrunc_literal, rows_of
+
 from recsys_ltr.neighbors.slim import slim_weights
 
 TIGHT = dict(tol=1e-14, max_iter=10_000)
 
 
-def random_feedback(seed, n_users=40, n_items=12, density=0.3, empty_item=None):
+def slim_feedback(seed, n_users=40, n_items=12, density=0.3, empty_item=None):
     rng = np.random.default_rng(seed)
     X = (rng.random((n_users, n_items)) < density).astype(float)
     X[np.arange(n_users), rng.integers(0, n_items, n_users)] = 1.0  # no empty user
@@ -53,27 +55,10 @@ def objective(X, W, l1, l2):
     return 0.5 * np.sum((Xd - Xd @ W) ** 2) + 0.5 * l2 * np.sum(W**2) + l1 * np.abs(W).sum()
 
 
-def brute_knn(X, k):
-    """Items x items CSR whose row i holds the k most cosine-similar other items (ties by id)."""
+def cosine_knn_matrix(X, k):
+    """Items x items 0/1 CSR whose row i marks the brute-force cosine KNN(i)."""
     Xd = X.toarray()
-    norms = np.linalg.norm(Xd, axis=0)
-    norms[norms == 0] = 1.0
-    S = (Xd.T @ Xd) / np.outer(norms, norms)
-    np.fill_diagonal(S, -np.inf)
-    n = S.shape[0]
-    top = np.array([np.lexsort((np.arange(n), -S[i]))[:k] for i in range(n)])
-    return sp.csr_matrix((np.ones(top.size), (np.repeat(np.arange(n), k), top.ravel())), shape=(n, n))
-
-
-def ktrunc(A, knn):
-    """Algorithm 4.1 literally: keep A[i, j] iff j is in KNN(i), i.e. stored in row i of knn."""
-    A = np.asarray(A)
-    out = np.zeros_like(A)
-    for i in range(A.shape[0]):
-        for j in range(A.shape[1]):
-            if knn[i, j] != 0:
-                out[i, j] = A[i, j]
-    return out
+    return knn_matrix(brute_knn(brute_similarity(Xd.T), k), Xd.shape[1])
 
 
 @settings(max_examples=12, deadline=None)
@@ -84,14 +69,14 @@ def ktrunc(A, knn):
     positive=st.booleans(),
 )
 def test_matches_sklearn_elasticnet_mapping(seed, l1, l2, positive):
-    X = random_feedback(seed, empty_item=seed % 12)
+    X = slim_feedback(seed, empty_item=seed % 12)
     W = slim_weights(X, l1=l1, l2=l2, positive=positive, **TIGHT)
     np.testing.assert_allclose(W.toarray(), sklearn_slim(X, l1, l2, positive=positive), atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_lasso_case_l2_zero_reaches_sklearn_objective(seed):
-    X = random_feedback(seed)
+    X = slim_feedback(seed)
     W = slim_weights(X, l1=1.0, l2=0.0, **TIGHT).toarray()
     ref = sklearn_slim(X, 1.0, 0.0)
     assert np.all(np.diag(W) == 0)
@@ -100,8 +85,8 @@ def test_lasso_case_l2_zero_reaches_sklearn_objective(seed):
 
 @pytest.mark.parametrize("max_gram_bytes", [2**30, 1])  # dense Gram path / per-item Gram path
 def test_fsslim_matches_sklearn_on_neighbour_columns(max_gram_bytes):
-    X = random_feedback(3, n_users=50, n_items=15)
-    knn = brute_knn(X, 4)
+    X = slim_feedback(3, n_users=50, n_items=15)
+    knn = cosine_knn_matrix(X, 4)
     W = slim_weights(X, l1=0.5, l2=1.0, neighbors=knn, max_gram_bytes=max_gram_bytes, **TIGHT)
     ref = sklearn_slim(X, 0.5, 1.0, allowed=knn.toarray() != 0)
     np.testing.assert_allclose(W.toarray(), ref, atol=1e-6)
@@ -109,18 +94,18 @@ def test_fsslim_matches_sklearn_on_neighbour_columns(max_gram_bytes):
 
 def test_fsslim_is_k_truncated_and_full_slim_is_not():
     """Dissertation appendix A: ktrunc(W^T) = W^T for fsSLIM (not for SLIM on the same data)."""
-    X = random_feedback(7, n_users=80, n_items=20, density=0.25)
-    knn = brute_knn(X, 5)
+    X = slim_feedback(7, n_users=80, n_items=20, density=0.25)
+    knn = cosine_knn_matrix(X, 5)
     A = slim_weights(X, neighbors=knn).T.toarray()
-    np.testing.assert_array_equal(ktrunc(A, knn), A)
+    np.testing.assert_array_equal(ktrunc_literal(A, rows_of(knn)), A)
     assert np.count_nonzero(A) > 0
     A_full = slim_weights(X).T.toarray()
-    assert not np.array_equal(ktrunc(A_full, knn), A_full)
+    assert not np.array_equal(ktrunc_literal(A_full, rows_of(knn)), A_full)
 
 
 def test_neighbour_self_loops_and_values_are_ignored():
-    X = random_feedback(11)
-    knn = brute_knn(X, 3)
+    X = slim_feedback(11)
+    knn = cosine_knn_matrix(X, 3)
     noisy = (knn * 7.0 + sp.eye(12)).tocsr()  # self in every row, other stored values
     np.testing.assert_array_equal(
         slim_weights(X, neighbors=noisy).toarray(), slim_weights(X, neighbors=knn).toarray()
@@ -128,7 +113,7 @@ def test_neighbour_self_loops_and_values_are_ignored():
 
 
 def test_output_format_non_negative_zero_diagonal_and_empty_item():
-    X = random_feedback(5, n_users=60, n_items=20, density=0.4, empty_item=4)
+    X = slim_feedback(5, n_users=60, n_items=20, density=0.4, empty_item=4)
     W = slim_weights(X, l1=0.1, l2=0.1)
     assert isinstance(W, sp.csr_matrix) and W.shape == (20, 20) and W.dtype == np.float64
     assert W.has_sorted_indices and W.indices.dtype == np.int32
@@ -138,7 +123,7 @@ def test_output_format_non_negative_zero_diagonal_and_empty_item():
 
 
 def test_positive_false_allows_negative_weights():
-    X = random_feedback(2, n_users=60, n_items=15, density=0.4)
+    X = slim_feedback(2, n_users=60, n_items=15, density=0.4)
     W = slim_weights(X, l1=0.01, l2=0.1, positive=False)
     assert W.data.min() < 0
     assert np.all(W.diagonal() == 0)
@@ -146,7 +131,7 @@ def test_positive_false_allows_negative_weights():
 
 def test_recovers_duplicated_items():
     """Item 10 + j is an exact copy of item j: each item's weight goes to its twin."""
-    base = random_feedback(4, n_users=200, n_items=10, density=0.2).toarray()
+    base = slim_feedback(4, n_users=200, n_items=10, density=0.2).toarray()
     X = sp.csr_matrix(np.hstack([base, base]))
     W = slim_weights(X, l1=1.0, l2=1.0).toarray()
     for i in range(20):
@@ -170,14 +155,14 @@ def test_recovers_planted_item_clusters():
 
 
 def test_number_of_threads_does_not_change_result():
-    X = random_feedback(9, n_users=70, n_items=25)
+    X = slim_feedback(9, n_users=70, n_items=25)
     W1 = slim_weights(X, num_threads=1)
     W2 = slim_weights(X, num_threads=2)
     assert (W1 != W2).nnz == 0
 
 
 def test_progress_bar_and_interactions_like_input(capsys):
-    X = random_feedback(1)
+    X = slim_feedback(1)
 
     class Holder:
         matrix = X
@@ -188,7 +173,7 @@ def test_progress_bar_and_interactions_like_input(capsys):
 
 
 def test_convergence_warning_when_max_iter_too_small():
-    X = random_feedback(12, n_users=100, n_items=30, density=0.5)
+    X = slim_feedback(12, n_users=100, n_items=30, density=0.5)
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         slim_weights(X, l1=0.0, l2=0.01, max_iter=1, tol=1e-12)
 
@@ -213,7 +198,7 @@ def test_convergence_warning_when_max_iter_too_small():
 )
 def test_bad_parameters(kwargs, error, match):
     with pytest.raises(error, match=match):
-        slim_weights(random_feedback(0), **kwargs)
+        slim_weights(slim_feedback(0), **kwargs)
 
 
 def test_bad_feedback_and_malformed_neighbors():
@@ -223,4 +208,4 @@ def test_bad_feedback_and_malformed_neighbors():
         slim_weights(np.array([[1.0, np.nan], [0.0, 1.0]]))
     bad = sp.csr_matrix((np.ones(1), np.array([12]), np.array([0, 1] + [1] * 11)), shape=(12, 12))
     with pytest.raises(ValueError, match="malformed"):
-        slim_weights(random_feedback(0), neighbors=bad)
+        slim_weights(slim_feedback(0), neighbors=bad)

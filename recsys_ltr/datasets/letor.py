@@ -32,15 +32,17 @@ _N_PARTS = 5
 def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read one SVMlight/LETOR file as ``(X, y, qid)``.
 
+    Feature ids are 1-based as in LETOR (``zero_based=False``, never guessed per file).
     ``X`` is dense float64 ``(n_rows, n_features)``, ``y`` int64 graded labels, ``qid`` int64.
     Query ids come from the ``qid:`` fields or, when ``query_file`` is given, from a LightGBM
     ``.query`` file (one group size per line; group ``g`` gets qid ``g``).
     """
     path = Path(path)
     if query_file is None:
-        X, y, qid = load_svmlight_file(str(path), n_features=n_features, query_id=True, dtype=np.float64)
+        X, y, qid = load_svmlight_file(str(path), n_features=n_features, query_id=True, dtype=np.float64,
+                                       zero_based=False)
     else:
-        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
+        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64, zero_based=False)
         sizes = np.loadtxt(query_file, dtype=np.int64, ndmin=1)
         if np.any(sizes <= 0) or sizes.sum() != X.shape[0]:
             raise ValueError(

@@ -15,12 +15,14 @@ Numerics: everything goes through symmetric eigendecompositions.  The geodesic i
 formula used pivots on the better-conditioned of ``S`` and ``D`` and never inverts a square
 root of a nearly singular ``S``.  The result is returned as ``M = L^T L`` with
 ``L = diag(e^{p/2}) U^T P`` (``U, e`` the eigenpairs of the inner matrix), symmetric positive
-definite by construction; eigenvalues are floored at ``1e-14`` times the largest one.
+definite by construction; eigenvalues are floored at ``1e-14`` times the largest one, with a
+:class:`SingularScatterWarning` whenever the floor is used.
 """
 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -28,33 +30,66 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from .._io import DenseStateIO
 from .._validation import check_positive_int, check_random_state
 
-__all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter"]
+__all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter", "SingularScatterWarning",
+           "check_real"]
 
 _EIG_FLOOR = 1e-14
+
+
+class SingularScatterWarning(RuntimeWarning):
+    """A scatter matrix had to be made definite by clamping eigenvalues (no ridge to do it)."""
+
+
+def check_real(value, name: str, low: float = 0.0, high: float = np.inf) -> float:
+    """``value`` as a float in ``[low, high]``; bools and non-finite numbers are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    if not np.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
+    return float(value)
 
 
 def within_scatter(P: np.ndarray) -> np.ndarray:
     """``sum_{i != j} (p_i - p_j)(p_i - p_j)^T`` over ordered pairs of rows of ``P``.
 
-    Closed form ``2 n P^T P - 2 s s^T`` with ``s`` the column sums (Algorithm 1, matrix ``S``).
+    Algorithm 1's matrix ``S`` in closed form ``2 n sum_i (p_i - c)(p_i - c)^T`` with ``c`` the
+    mean row: centring first keeps it accurate for data far from the origin (the shortcut
+    ``2 n P^T P - 2 s s^T`` cancels catastrophically there).
     """
-    s = P.sum(axis=0)
-    return 2.0 * P.shape[0] * (P.T @ P) - 2.0 * np.outer(s, s)
+    C = P - P.mean(axis=0)
+    return 2.0 * P.shape[0] * (C.T @ C)
 
 
 def cross_scatter(P: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """``sum_{p in P, q in N} (p - q)(p - q)^T`` (Algorithm 1, matrix ``D``), in closed form."""
+    """``sum_{p in P, q in N} (p - q)(p - q)^T`` (Algorithm 1, matrix ``D``), in closed form.
+
+    Both sets are first shifted by the mean of ``P ∪ N`` (the sum is shift-invariant), which
+    avoids the cancellation of the closed form on uncentred data.
+    """
+    shift = (P.sum(axis=0) + N.sum(axis=0)) / (P.shape[0] + N.shape[0])
+    P, N = P - shift, N - shift
     sp_, sn = P.sum(axis=0), N.sum(axis=0)
     cross = np.outer(sp_, sn)
     return N.shape[0] * (P.T @ P) + P.shape[0] * (N.T @ N) - cross - cross.T
 
 
-def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _eigh(A: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of the symmetric ``A`` with eigenvalues floored at ``_EIG_FLOOR`` times the
+    largest; warns when the floor changes any, since ``M S M = D`` then holds only approximately."""
     w, V = np.linalg.eigh(0.5 * (A + A.T))
     top = max(float(w[-1]), 0.0)
     if not np.isfinite(top) or top == 0.0:
-        raise ValueError("scatter matrix is zero or not finite: increase regularization")
-    return np.maximum(w, _EIG_FLOOR * top), V
+        raise ValueError(f"{name} is zero or not finite: no metric can be learned from it")
+    floor = _EIG_FLOOR * top
+    if w[0] < floor:
+        warnings.warn(
+            f"{name} is singular to working precision (smallest eigenvalue {w[0]:.3g}, largest {top:.3g}): "
+            f"its eigenvalues are clamped to {floor:.3g}, so the metric solves M S M = D only approximately; "
+            f"use a positive regularization",
+            SingularScatterWarning,
+            stacklevel=3,
+        )
+    return np.maximum(w, floor), V
 
 
 def _power(w: np.ndarray, V: np.ndarray, p: float) -> np.ndarray:
@@ -67,8 +102,8 @@ def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
     ``S`` and ``D`` must be symmetric positive semi-definite ``d x d`` matrices (add ``λI`` first
     to make them definite).  See the module docstring for the numerics.
     """
-    ws, Vs = _eigh(S)
-    wd, Vd = _eigh(D)
+    ws, Vs = _eigh(S, "S")
+    wd, Vd = _eigh(D, "D")
     if ws[-1] / ws[0] <= wd[-1] / wd[0]:
         # S better conditioned: M = S^{-1/2} (S^{1/2} D S^{1/2})^t S^{-1/2}
         outer = _power(ws, Vs, -0.5)
@@ -78,7 +113,7 @@ def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
         # D better conditioned: M = D^{1/2} (D^{1/2} S D^{1/2})^{-(1-t)} D^{1/2}
         outer = _power(wd, Vd, 0.5)
         inner_mat, p = outer @ S @ outer, -(1.0 - t)
-    e, U = _eigh(inner_mat)
+    e, U = _eigh(inner_mat, "the inner matrix of the geometric mean")
     return (e ** (0.5 * p))[:, None] * (U.T @ outer)
 
 
@@ -89,7 +124,9 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
     ----------
     regularization : float, default=1.0
         ``λ`` added to both scatter matrices (``S + λI``, ``D + λI``); > 0 makes the problem
-        strictly convex and the metric unique.  It is Zadeh et al.'s prior ``M_0 = I``.
+        strictly convex and the metric unique.  It is Zadeh et al.'s prior ``M_0 = I``.  With 0
+        and a singular ``S`` or ``D``, eigenvalues are clamped and a
+        :class:`SingularScatterWarning` says the Riccati equation then holds only approximately.
     t : float in [0, 1], default=0.5
         Point on the geodesic from ``S^{-1}`` (0) to ``D`` (1); 0.5 is plain GMML (Eq. 9).
     num_constraints : int or None, default=None
@@ -113,11 +150,12 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
         self.random_state = random_state
 
     def _check_params(self):
-        lam, t = self.regularization, self.t
-        if not isinstance(lam, numbers.Real) or not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"regularization must be a finite number >= 0, got {lam!r}")
-        if not isinstance(t, numbers.Real) or not 0.0 <= t <= 1.0:
-            raise ValueError(f"t must lie in [0, 1], got {t!r}")
+        check_real(self.regularization, "regularization")
+        check_real(self.t, "t", 0.0, 1.0)
+        if self.num_constraints is not None:
+            check_positive_int(self.num_constraints, "num_constraints")
+
+    _check_loaded_params = _check_params
 
     def fit(self, X, y):
         """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""

@@ -41,7 +41,6 @@ sec. 4.5), which also keeps ``d_r`` in the increasing part of ``u exp(-u)``.
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,7 +51,7 @@ from .._validation import check_num_threads, check_positive_int, check_random_st
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
 from .._io import DenseStateIO
-from .gmml import _check_matrix, cross_scatter, gmml_components, within_scatter
+from .gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
 
 __all__ = ["LGMML"]
 
@@ -156,7 +155,8 @@ class LGMML(DenseStateIO, BaseEstimator):
     queries_per_metric : int, default=20
         Training queries sampled (without replacement) to learn each local metric.
     regularization : float, default=1e-3
-        Relative ridge of the GMML scatter matrices (see the module docstring).
+        Relative ridge of the GMML scatter matrices: ``λ = regularization * (tr S + tr D) / (2 d)``
+        (see the module docstring); 0 allows singular scatters (see ``SingularScatterWarning``).
     t : float in [0, 1], default=0.5
         GMML geodesic weight (0.5: plain GMML).
     distance : {"eq12", "mahalanobis"}, default="eq12"
@@ -194,6 +194,8 @@ class LGMML(DenseStateIO, BaseEstimator):
     anchors_ : ndarray (m, d)     anchor documents ``p_r`` (scaled features)
     phi_ : ndarray (n_rows, m)    learned Φ (one row, or one per training query)
     scale_ : ndarray (d,)         feature divisors
+    warp_stats_ : WarpStats or None  counts of the Φ fit (samples, violators, negative draws);
+                                     not saved
 
     ``save(path)`` / ``LGMML.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
@@ -242,16 +244,10 @@ class LGMML(DenseStateIO, BaseEstimator):
         check_positive_int(self.n_epochs, "n_epochs", minimum=0)
         if self.max_sampled is not None:
             check_positive_int(self.max_sampled, "max_sampled")
-        for name, value, low in (
-            ("regularization", self.regularization, 0.0),
-            ("phi_init", self.phi_init, 0.0),
-            ("learning_rate", self.learning_rate, 0.0),
-            ("margin", self.margin, 0.0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < low:
-                raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
-        if not isinstance(self.t, numbers.Real) or not 0.0 <= self.t <= 1.0:
-            raise ValueError(f"t must lie in [0, 1], got {self.t!r}")
+        for name in ("regularization", "phi_init", "learning_rate", "margin"):
+            check_real(getattr(self, name), name)
+        check_real(self.t, "t", 0.0, 1.0)
+        check_num_threads(self.num_threads)
         for name, value, allowed in (
             ("distance", self.distance, _DISTANCES),
             ("feature_scaling", self.feature_scaling, ("l2", None)),
@@ -260,6 +256,8 @@ class LGMML(DenseStateIO, BaseEstimator):
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+    _check_loaded_params = _check_params
 
     @staticmethod
     def _check_data(X, qid, y=None):
@@ -316,7 +314,11 @@ class LGMML(DenseStateIO, BaseEstimator):
                 P, N = Xs[rows[y[rows] > 0]], Xs[rows[y[rows] == 0]]
                 S += within_scatter(P)
                 D += cross_scatter(P, N)
-            ridge = self.regularization * (np.trace(S) + np.trace(D)) / (2 * d) * np.eye(d)
+            scale = (np.trace(S) + np.trace(D)) / (2 * d)
+            if scale == 0.0:  # the relative ridge vanishes too: no regularization can help
+                raise ValueError(f"local metric {r}: the sampled queries' documents all coincide "
+                                 f"(zero scatter); check the features")
+            ridge = self.regularization * scale * np.eye(d)
             L = gmml_components(S + ridge, D + ridge, float(self.t))
             self.metrics_[r] = L.T @ L
             self.transforms_[r] = self.metrics_[r] if self.distance == "eq12" else L
@@ -336,9 +338,10 @@ class LGMML(DenseStateIO, BaseEstimator):
         """Φ by WARP through :mod:`recsys_ltr.warp` (see :func:`_warp_phi`)."""
         n_rows = 1 if self.phi_mode == "shared" else len(groups)
         phi = np.full((n_rows, self.n_metrics), float(self.phi_init))
-        if self.n_epochs == 0:
-            return phi
-        return _warp_phi(phi, G, y, groups, self, rng, threads)
+        self.warp_stats_ = None
+        if self.n_epochs > 0:
+            self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads)
+        return phi
 
     # ------------------------------------------------------------------ scoring
     def _distances(self, Xs, qid=None):
@@ -357,10 +360,19 @@ class LGMML(DenseStateIO, BaseEstimator):
     def _restore(self, path):
         m, d = self.anchors_.shape
         shapes = (self.metrics_.shape, self.transforms_.shape, self.phi_.shape[1:], self.scale_.shape)
-        if shapes != ((m, d, d), (m, d, d), (m,), (d,)) or self.phi_.shape[0] == 0:
-            raise ValueError(f"{path}: inconsistent shapes {shapes} for {m} metrics in {d} features")
+        if shapes != ((m, d, d), (m, d, d), (m,), (d,)) or self.phi_.shape[0] == 0 or m != self.n_metrics:
+            raise ValueError(f"{path}: inconsistent shapes {shapes} for {self.n_metrics} metrics in {d} features")
         if np.any(self.phi_ < 0) or np.any(self.scale_ <= 0):
             raise ValueError(f"{path}: phi_ must be >= 0 and scale_ > 0")
+        if self.phi_mode == "shared" and self.phi_.shape[0] != 1:
+            raise ValueError(f"{path}: phi_mode='shared' needs one row of phi_, got {self.phi_.shape[0]}")
+        # d_r must be the norm the metric defines: T_r = M_r (Eq. 12) or T_r^T T_r = M_r
+        T = self.transforms_
+        implied = T if self.distance == "eq12" else np.einsum("rba,rbc->rac", T, T)
+        tol = 1e-8 * np.abs(self.metrics_).max(axis=(1, 2), initial=0.0)[:, None, None]
+        if not np.all(np.abs(implied - self.metrics_) <= tol):
+            relation = "equal metrics_" if self.distance == "eq12" else "satisfy T^T T = metrics_"
+            raise ValueError(f"{path}: transforms_ must {relation} (distance={self.distance!r})")
         self.n_features_in_ = d
 
     def _scaled(self, X):
@@ -371,7 +383,9 @@ class LGMML(DenseStateIO, BaseEstimator):
         return X / self.scale_
 
     def local_weights(self, X, rho: float = 2.0) -> np.ndarray:
-        """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11) against the training anchors."""
+        """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11, ``ρ >= 0``) against the
+        training anchors."""
+        rho = check_real(rho, "rho")
         Xs = self._scaled(X)
         with numba_threads(self.num_threads):
             return np.exp(-0.5 * rho * self._distances(Xs))
@@ -417,8 +431,9 @@ def _relevance_csr(groups, y, relevant: bool) -> sp.csr_matrix:
 
 
 def _warp_phi(phi, G, y, groups, est, rng, threads):
-    """Learn Φ with the shared WARP sampler: relevant = label > 0, irrelevant = label 0 of the same
-    query, weight ``L(floor(|D_q^-| / N_q))`` with su2017's L (Eq. 16, unnormalised)."""
+    """Learn Φ (in place) with the shared WARP sampler: relevant = label > 0, irrelevant = label 0
+    of the same query, weight ``L(floor(|D_q^-| / N_q))`` with su2017's L (Eq. 16, unnormalised).
+    Returns the sampler's :class:`~recsys_ltr.warp.WarpStats`."""
     relevant = _relevance_csr(groups, y, True)
     sampler = WarpSampler(
         relevant,
@@ -431,5 +446,5 @@ def _warp_phi(phi, G, y, groups, est, rng, threads):
         num_threads=threads,
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
-    sampler.sgd((phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz, float(est.learning_rate))
-    return phi
+    return sampler.sgd((phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz,
+                       float(est.learning_rate))

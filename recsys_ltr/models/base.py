@@ -9,7 +9,8 @@ attributes ending in ``_`` and returns ``self``) with implicit's recommender hab
   1-D for one user and 2-D for an array of users, ranked by score, then by training popularity,
   then by smaller item id (the evaluator's tie rule; a user without history therefore gets the
   popularity order);
-* ``similar_items(itemid, N=10)``;
+* ``similar_items(itemid, N=10)`` -- ``(ids, scores)`` shaped like ``recommend``'s (the item
+  itself excluded, unlike implicit: see :meth:`Recommender.similar_items`);
 * ``save(path)`` / ``load(path)`` -- one ``.npz`` holding the arrays and a JSON header, read with
   ``allow_pickle=False``.
 """
@@ -27,7 +28,7 @@ from .._validation import check_feedback, check_ids, check_positive_int, numba_t
 from ..neighbors.affinity import Affinity
 from ..neighbors.knn import better, heap_offer, heap_sort_best_first
 
-__all__ = ["Recommender", "sparse_dense_product", "FORMAT_VERSION"]
+__all__ = ["Recommender", "sparse_dense_product", "rank_rows", "FORMAT_VERSION"]
 
 #: Version of the file layout written by :meth:`Recommender.save`.
 FORMAT_VERSION = 1
@@ -92,6 +93,8 @@ class Recommender(BaseEstimator):
     """
 
     item_based = True
+    #: kind of the fitted affinities (checked on load; ``None``: any)
+    _affinity_kind: str | None = None
     #: names of fitted attributes saved by :meth:`save` besides ``user_items_``
     _state_attributes: tuple[str, ...] = ()
 
@@ -211,8 +214,10 @@ class Recommender(BaseEstimator):
                 raise ValueError("recalculate_user=True needs the users' rows in user_items")
             ids = check_ids(userid, self.n_users_, "userid")
             return self.user_items_[ids], ids
-        if self.item_based or recalculate:
-            ids = check_ids(arr, np.iinfo(np.int64).max, "userid")  # new users allowed
+        if self.item_based or recalculate:  # new users allowed: any id >= 0
+            if np.any(arr < 0):
+                raise ValueError(f"userid must be >= 0 (ids >= n_users are new users): {arr[arr < 0][:5].tolist()}")
+            ids = check_ids(arr, np.iinfo(np.int64).max, "userid")
         else:
             ids = check_ids(arr, self.n_users_, "userid")
         if not sp.issparse(user_items):
@@ -225,34 +230,43 @@ class Recommender(BaseEstimator):
         return check_feedback(user_items, "user_items", allow_empty=True), ids
 
     def similar_items(self, itemid, N=10):
-        """``(ids, scores)`` of the items most similar to ``itemid`` (excluding itself).
+        """``(ids, scores)`` of the ``N`` items most similar to ``itemid``, most similar first.
 
-        Ordered by the model's item affinity (descending, ties by id); 1-D for a scalar id,
-        2-D (padded with ``-1`` / ``-inf``) for an array of ids.
+        The similarity is the model's item affinity (ItemKNN, KUNN, SLIM: the stored ``KNN``
+        rows), ties by smaller id; items with similarity 0 are left out.  User-based models
+        compute the item's cosine (KUNN: Eq. 4.5) neighbours on demand and
+        :class:`~recsys_ltr.models.Popularity` returns the popularity order.
+
+        Unlike implicit, whose ``similar_items`` lists the item itself first (its self-similarity
+        is maximal for cosine), the item itself is never returned: self-affinity is not defined
+        for SLIM (``W_ii = 0``) nor maximal for KUNN.  implicit's ``similar_items(i, N + 1)``
+        with its first entry dropped corresponds to ``similar_items(i, N)``.
+
+        Returns
+        -------
+        (ids, scores) : ndarrays
+            Shapes as in :meth:`recommend`: ``(N',)`` for a scalar ``itemid`` (``N' <= N`` when
+            fewer items qualify) and ``(len(itemid), min(N, n_items - 1))`` for an array,
+            padded with id ``-1`` and score ``-inf``.
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
         scalar = np.ndim(itemid) == 0
         items = check_ids(itemid, self.n_items_, "itemid")
-        A = self._item_affinity().matrix
-        out_ids = np.full((len(items), N), -1, np.int64)
-        out_scores = np.full((len(items), N), -np.inf)
-        for r, i in enumerate(items):  # one short row each, bounded by k_max
-            lo, hi = A.indptr[i], A.indptr[i + 1]
-            cols, vals = A.indices[lo:hi], A.data[lo:hi]
-            keep = vals != 0
-            cols, vals = cols[keep], vals[keep]
-            order = np.lexsort((cols, -vals))[:N]
-            out_ids[r, : len(order)] = cols[order]
-            out_scores[r, : len(order)] = vals[order]
+        n_out = min(N, max(1, self.n_items_ - 1))
+        with numba_threads(self.num_threads):
+            out_ids, out_scores = self._similar(items, n_out)
         if scalar:
             valid = out_ids[0] >= 0
             return out_ids[0][valid], out_scores[0][valid]
-        width = int((out_ids >= 0).sum(axis=1).max(initial=0))
-        return out_ids[:, :width], out_scores[:, :width]
+        return out_ids, out_scores
+
+    def _similar(self, items, n_out):
+        """Padded ``(ids, scores)`` of the ``n_out`` best items of the item affinity's rows."""
+        return rank_rows(self._item_affinity().matrix[items], n_out)
 
     def _item_affinity(self) -> Affinity:
-        raise NotImplementedError(f"{type(self).__name__} has no item-item affinity; use ItemKNN, KUNN or SLIM")
+        raise NotImplementedError(f"{type(self).__name__} has no item-item affinity")
 
     # ------------------------------------------------------------------ persistence
     def save(self, path):
@@ -299,18 +313,51 @@ class Recommender(BaseEstimator):
             raise ValueError(f"{path}: fitted state holds {sorted(header['state'])}, expected {sorted(expected)}")
         for name, spec in header["state"].items():
             setattr(model, name, _read_state(arrays, name, spec, path))
-        model.user_items_ = check_feedback(model.user_items_, "user_items_")
+        try:
+            model.user_items_ = check_feedback(model.user_items_, "user_items_")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: malformed fitted attribute 'user_items_': {exc}") from exc
+        try:  # the same parameter validation as fit, against the stored training matrix
+            model._validate_params(model.user_items_)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: invalid parameters: {exc}") from exc
         model._check_state(path)
         model._prepare()
         return model
 
     def _check_state(self, path):
-        """Cross-check loaded attributes (shapes) before use by numba kernels."""
+        """Cross-check loaded affinities (side, kind, shape, ``k_max``) before use by numba kernels."""
         for name in self._state_attributes:
             value = getattr(self, name)
-            n = self.n_items_ if value.side == "item" else self.n_users_
+            side = name.split("_")[0]  # "item_affinity_" / "user_affinity_"
+            n = self.n_items_ if side == "item" else self.n_users_
+            if not isinstance(value, Affinity) or value.side != side:
+                raise ValueError(f"{path}: {name} must be an Affinity with side={side!r}")
+            if self._affinity_kind is not None and value.kind != self._affinity_kind:
+                raise ValueError(f"{path}: {name} is a {value.kind!r} affinity, expected {self._affinity_kind!r}")
             if value.n != n:
-                raise ValueError(f"{path}: {name} is {value.n} x {value.n} but the model has {n} {value.side}s")
+                raise ValueError(f"{path}: {name} is {value.n} x {value.n} but the model has {n} {side}s")
+            if value.k_max > max(1, n - 1):
+                raise ValueError(f"{path}: {name}.k_max={value.k_max} exceeds the {n - 1} possible neighbours")
+
+
+def rank_rows(S, n_out):
+    """The ``n_out`` largest non-zero entries of every row of the sparse ``S``, ties by smaller
+    column, as ``(ids, scores)`` arrays of shape ``(n_rows, n_out)`` padded with ``-1`` / ``-inf``."""
+    S = sp.csr_matrix(S)
+    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    keep = S.data != 0
+    rows, cols, vals = rows[keep], S.indices[keep], S.data[keep]
+    order = np.lexsort((cols, -vals, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    starts = np.searchsorted(rows, np.arange(S.shape[0]))
+    pos = np.arange(rows.size) - starts[rows]
+    keep = pos < n_out
+    out_ids = np.full((S.shape[0], n_out), -1, np.int64)
+    out_scores = np.full((S.shape[0], n_out), -np.inf)
+    out_ids[rows[keep], pos[keep]] = cols[keep]
+    out_scores[rows[keep], pos[keep]] = vals[keep]
+    return out_ids, out_scores
 
 
 def _read_state(arrays, name, spec, path):

@@ -19,9 +19,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from ..neighbors.affinity import cosine_affinity, kunn_affinity, kunn_counts
-from ..neighbors.knn import check_k, inverse_sqrt, weighted_cosine_knn
-from .base import Recommender, sparse_dense_product
+from ..neighbors.affinity import cosine_affinity, kunn_affinity, kunn_counts, kunn_weights
+from ..neighbors.knn import check_k, knn_index, knn_query
+from .base import Recommender, rank_rows, sparse_dense_product
 
 __all__ = ["ItemKNN", "UserKNN", "KUNN"]
 
@@ -33,6 +33,7 @@ class _Neighborhood(Recommender):
 
     uses_items = True
     uses_users = False
+    _affinity_kind = "cosine"
     _build_affinity = staticmethod(cosine_affinity)
 
     def __init__(self, k=100, num_threads=0, show_progress=False):
@@ -59,6 +60,10 @@ class _Neighborhood(Recommender):
         if self.uses_users:
             check_k(self.k, X.shape[0], "users")
 
+    def _feature_weights(self, M):
+        """Feature weights of the similarity between the rows of ``M`` (None: plain cosine)."""
+        return None
+
     def _prepare(self):
         super()._prepare()
         if self.uses_items:
@@ -66,19 +71,29 @@ class _Neighborhood(Recommender):
             self.item_scorer_ = sp.csr_matrix(self.item_affinity_.truncate(self.k).T)
         if self.uses_users:
             self.user_neighbors_ = self.user_affinity_.truncate(self.k)
+            # built once so that recommend(..., recalculate_user=True) costs O(nnz of the query)
+            self.user_index_ = knn_index(self.user_items_, self._feature_weights(self.user_items_))
+        if not self.uses_items:  # similar_items of a user-based model: items' neighbours on demand
+            self.item_users_ = self.user_items_.T.tocsr()
+            self.item_index_ = knn_index(self.item_users_, self._feature_weights(self.item_users_))
 
     def _item_part(self, rows):
         return sparse_dense_product(rows, self.item_scorer_)
 
-    def _user_part(self, rows, ids, recalculate, weights=None):
+    def _user_part(self, rows, ids, recalculate):
         """``[ktrunc(A_user)]_u . i`` for every item: neighbours' rows weighted by affinity."""
         if recalculate:
             query_ids = np.where(ids < self.n_users_, ids, -1)
-            S = weighted_cosine_knn(self.user_items_, self.k, weights, queries=rows, query_ids=query_ids,
-                                    num_threads=self.num_threads)
+            S = knn_query(self.user_index_, rows, self.k, query_ids, num_threads=self.num_threads)
         else:
             S = self.user_neighbors_[ids]
         return sparse_dense_product(S, self.user_items_)
+
+    def _similar(self, items, n_out):
+        if self.uses_items:
+            return super()._similar(items, n_out)
+        S = knn_query(self.item_index_, self.item_users_[items], n_out, items, num_threads=self.num_threads)
+        return rank_rows(S, n_out)
 
     def _check_state(self, path):
         super()._check_state(path)
@@ -130,7 +145,10 @@ class UserKNN(_Neighborhood):
 
     ``score(u, i) = sum of cos(u, v)`` over the users ``v`` who consumed ``i`` among the ``k``
     nearest neighbours of ``u``.  A user's neighbours are fixed at ``fit``; ``recommend`` with
-    ``recalculate_user=True`` recomputes them from the ``user_items`` passed in.
+    ``recalculate_user=True`` recomputes them from the ``user_items`` passed in (against an
+    index of the training users built once, so the cost is that of the query rows).
+    ``similar_items(i)`` ranks items by ``cos(i, j)`` of their user columns, computed for the
+    requested items only (KUNN with ``side="user"``: the Eq. 4.5 affinity).
 
     Parameters
     ----------
@@ -175,6 +193,7 @@ class KUNN(_Neighborhood):
         Eq. (4.5) and Eq. (4.6), each fitted only when ``side`` uses it.
     """
 
+    _affinity_kind = "kunn"
     _build_affinity = staticmethod(kunn_affinity)
 
     def __init__(self, k=100, side="both", num_threads=0, show_progress=False):
@@ -204,21 +223,22 @@ class KUNN(_Neighborhood):
             raise ValueError(f"side must be one of {_KUNN_SIDES}, got {self.side!r}")
         super()._validate_params(X)
 
+    def _feature_weights(self, M):
+        """Eq. (4.5)-(4.6): a shared feature ``f`` counts ``1 / sqrt(c(f))``."""
+        return kunn_weights(M)
+
     def _prepare(self):
         super()._prepare()
-        # 1/sqrt(c(i)) of training item counts: the factor of Eq. (4.4) (0 for unseen items)
-        # and the item weights of Eq. (4.6) used when recomputing a user's neighbours
-        self.inv_sqrt_item_count_ = inverse_sqrt(self.item_popularity_)
-        self.kunn_item_weights_ = 1.0 / np.sqrt(kunn_counts(self.user_items_.T.tocsr()))
+        # 1/sqrt(c(i)) of Eq. (4.4); the placeholder 1 of an unseen item multiplies a zero column
+        self.item_factor_ = kunn_weights(self.user_items_)
 
     def _score_rows(self, rows, ids, recalculate):
         if self.side == "item":
             return self._item_part(rows)
-        user = self._user_part(rows, ids, recalculate, self.kunn_item_weights_)
+        user = self._user_part(rows, ids, recalculate)
         if self.side == "user":
             return user
         item = self._item_part(rows)
-        item *= inverse_sqrt(np.diff(rows.indptr).astype(np.float64))[:, None]
-        user *= self.inv_sqrt_item_count_[None, :]
+        item /= np.sqrt(kunn_counts(rows))[:, None]  # 1/sqrt(c(u)); an empty row's item part is 0
+        user *= self.item_factor_[None, :]
         return item + user
-

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
 import scipy.sparse as sp
 
 from ..neighbors.affinity import slim_affinity
+from ..neighbors.knn import check_k
+from ..neighbors.slim import check_slim_params
 from .base import Recommender, sparse_dense_product
 
 __all__ = ["SLIM"]
@@ -43,6 +42,7 @@ class SLIM(Recommender):
     """
 
     _state_attributes = ("item_affinity_",)
+    _affinity_kind = "slim"
 
     def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
         self.k = k
@@ -55,10 +55,16 @@ class SLIM(Recommender):
 
     def _validate_params(self, X):
         super()._validate_params(X)
-        for name in ("l1", "l2"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        check_slim_params(self.l1, self.l2, self.max_iter, self.tol)
+        if self.k is not None:
+            check_k(self.k, X.shape[1], "items")
+
+    def _check_state(self, path):
+        super()._check_state(path)
+        expected = max(1, self.n_items_ - 1) if self.k is None else self.k
+        if self.item_affinity_.k_max != expected:
+            raise ValueError(f"{path}: item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} "
+                             f"means {expected}")
 
     def _fit(self, X):
         self.item_affinity_ = slim_affinity(

@@ -23,6 +23,8 @@ dense block), and is deterministic: results do not depend on the number of threa
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -30,7 +32,8 @@ from tqdm.auto import tqdm
 
 from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
-__all__ = ["cosine_knn", "weighted_cosine_knn", "ktrunc", "truncate_rows", "check_k"]
+__all__ = ["cosine_knn", "weighted_cosine_knn", "knn_index", "knn_query", "KnnIndex", "ktrunc", "truncate_rows",
+           "check_k"]
 
 _SIDES = ("item", "user")
 
@@ -270,9 +273,105 @@ def _dense_rows_to_csr(ids, sims, count, n_cols):
     return sp.csr_matrix((data, indices, indptr), shape=(ids.shape[0], n_cols))
 
 
+class KnnIndex(NamedTuple):
+    """The rows of ``M`` prepared once for repeated :func:`knn_query` calls (see :func:`knn_index`).
+
+    ``indptr``/``indices``: CSR structure of ``M^T`` (feature -> rows), ``inv_norm``: ``1/||row||``
+    of ``M``, ``weights``: the feature weights ``w_f``; ``n_rows``, ``n_features``: ``M.shape``.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    inv_norm: np.ndarray
+    weights: np.ndarray
+    n_rows: int
+    n_features: int
+
+
+def knn_index(M, weights=None) -> KnnIndex:
+    """Validate, transpose and normalise the binary rows of ``M`` once, in ``O(nnz)``.
+
+    Parameters
+    ----------
+    M : scipy.sparse matrix, shape (n, d)
+        Binary rows to search (canonical feedback, see ``check_feedback``); for items pass ``X.T``.
+    weights : ndarray of shape (d,), optional
+        Positive feature weights ``w_f`` (default ones: plain cosine).
+    """
+    M = check_feedback(M, "M")
+    n, d = M.shape
+    weights = np.ones(d) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    if weights.shape != (d,) or not np.all(np.isfinite(weights)) or np.any(weights <= 0):
+        raise ValueError(f"weights must be {d} finite positive numbers")
+    Mt = M.T.tocsr()
+    return KnnIndex(Mt.indptr.astype(np.int64), Mt.indices.astype(np.int32), _inverse_norms(M), weights, n, d)
+
+
+def knn_query(index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, show_progress=False,
+              desc="KNN") -> sp.csr_matrix:
+    """The ``k`` rows of an indexed matrix most similar to each query row.
+
+    Costs ``O(nnz(queries) + work of the kernel)``: nothing proportional to the indexed
+    matrix is redone, so a model can answer one new user per call cheaply.
+
+    Parameters
+    ----------
+    index : KnnIndex
+        Built once by :func:`knn_index`.
+    queries : scipy.sparse matrix, shape (q, d)
+        Binary query rows (empty rows allowed: they get no neighbours).
+    k : int
+        Neighbourhood size, ``1 <= k <= n - 1``.
+    query_ids : array of int, shape (q,), optional
+        Row of ``M`` each query stands for, excluded from its own neighbours; ``-1`` for none
+        (the default).
+    num_threads : int
+        numba threads, 0 = all.
+    show_progress : bool
+        tqdm bar over blocks of rows.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (q, n)
+        Row ``a`` lists ``KNN(a)`` most similar first (ties by id), values ``sim(a, b) > 0``.
+    """
+    if not isinstance(index, KnnIndex):
+        raise TypeError(f"index must be a KnnIndex from knn_index, got {type(index).__name__}")
+    n = index.n_rows
+    k = check_k(k, n, "rows")
+    Q = check_feedback(queries, "queries", allow_empty=True)
+    if Q.shape[1] != index.n_features:
+        raise ValueError(f"queries have {Q.shape[1]} columns but the indexed rows have {index.n_features}")
+    nq = Q.shape[0]
+    if query_ids is None:
+        self_ids = np.full(nq, -1, np.int64)
+    else:
+        self_ids = np.asarray(query_ids, dtype=np.int64).reshape(-1)
+        if self_ids.shape != (nq,):
+            raise ValueError(f"query_ids must have one id per query row ({nq})")
+    out_ids = np.zeros((nq, k), np.int32)
+    out_sims = np.zeros((nq, k))
+    out_count = np.zeros(nq, np.int64)
+    threads = check_num_threads(num_threads)
+    n_blocks = 32 if show_progress else 1
+    block = max(1, -(-nq // n_blocks))
+    args = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), _inverse_norms(Q), self_ids,
+            index.indptr, index.indices, index.inv_norm, index.weights, n)
+    with numba_threads(num_threads), tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
+        for start in range(0, nq, block):
+            stop = min(nq, start + block)
+            n_chunks = min(stop - start, 16 * threads)
+            _knn_kernel(start, stop, n_chunks, *args, out_ids, out_sims, out_count)
+            bar.update(stop - start)
+    return _dense_rows_to_csr(out_ids, out_sims, out_count, n)
+
+
 def weighted_cosine_knn(M, k, weights=None, *, queries=None, query_ids=None, num_threads=0,
                         show_progress=False, desc="KNN"):
     """The ``k`` most similar rows of the binary matrix ``M`` for every row (or query row).
+
+    One-shot form of :func:`knn_index` + :func:`knn_query`; answering many small batches of
+    queries against the same ``M`` should build the index once instead.
 
     Parameters
     ----------
@@ -288,55 +387,21 @@ def weighted_cosine_knn(M, k, weights=None, *, queries=None, query_ids=None, num
     query_ids : array of int, shape (q,), optional
         Row of ``M`` each query stands for, excluded from its own neighbours; ``-1`` for none.
         Defaults to ``arange(n)`` when ``queries`` is ``None``, else to all ``-1``.
-    num_threads : int
-        numba threads, 0 = all.
-    show_progress : bool
-        tqdm bar over blocks of rows.
+    num_threads, show_progress, desc :
+        As in :func:`knn_query`.
 
     Returns
     -------
     scipy.sparse.csr_matrix, shape (q, n)
         Row ``a`` lists ``KNN(a)`` most similar first (ties by id), values ``sim(a, b) > 0``.
     """
-    M = check_feedback(M, "M")
-    n, d = M.shape
-    k = check_k(k, n, "rows")
-    if weights is None:
-        weights = np.ones(d)
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
-    if weights.shape != (d,) or not np.all(np.isfinite(weights)) or np.any(weights <= 0):
-        raise ValueError(f"weights must be {d} finite positive numbers")
+    index = knn_index(M, weights)
     if queries is None:
-        Q = M
-        self_ids = np.arange(n, dtype=np.int64) if query_ids is None else None
-    else:
-        Q = check_feedback(queries, "queries", allow_empty=True)
-        if Q.shape[1] != d:
-            raise ValueError(f"queries have {Q.shape[1]} columns but M has {d}")
-        self_ids = np.full(Q.shape[0], -1, np.int64) if query_ids is None else None
-    if self_ids is None:
-        self_ids = np.asarray(query_ids, dtype=np.int64).reshape(-1)
-        if self_ids.shape != (Q.shape[0],):
-            raise ValueError(f"query_ids must have one id per query row ({Q.shape[0]})")
-    Mt = M.T.tocsr()
-    inv_b = _inverse_norms(M)
-    inv_q = _inverse_norms(Q)
-    nq = Q.shape[0]
-    out_ids = np.zeros((nq, k), np.int32)
-    out_sims = np.zeros((nq, k))
-    out_count = np.zeros(nq, np.int64)
-    threads = check_num_threads(num_threads)
-    n_blocks = 32 if show_progress else 1
-    block = max(1, -(-nq // n_blocks))
-    args = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), inv_q, self_ids,
-            Mt.indptr.astype(np.int64), Mt.indices.astype(np.int32), inv_b, weights, n)
-    with numba_threads(num_threads), tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
-        for start in range(0, nq, block):
-            stop = min(nq, start + block)
-            n_chunks = min(stop - start, 16 * threads)
-            _knn_kernel(start, stop, n_chunks, *args, out_ids, out_sims, out_count)
-            bar.update(stop - start)
-    return _dense_rows_to_csr(out_ids, out_sims, out_count, n)
+        queries = M
+        if query_ids is None:
+            query_ids = np.arange(index.n_rows, dtype=np.int64)
+    return knn_query(index, queries, k, query_ids, num_threads=num_threads, show_progress=show_progress,
+                     desc=desc)
 
 
 def _inverse_norms(M):

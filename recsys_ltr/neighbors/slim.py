@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
-__all__ = ["slim_weights", "MAX_GRAM_BYTES"]
+__all__ = ["slim_weights", "check_slim_params", "MAX_GRAM_BYTES"]
 
 #: Default bound on the dense int32 Gram matrix ``X^T X`` (n_items**2 * 4 bytes): 1 GiB, i.e.
 #: at most 16,384 items.  Full SLIM above it raises ``MemoryError``; fsSLIM falls back to
@@ -95,12 +95,7 @@ def slim_weights(
     """
     X = check_feedback(X)
     n_items = X.shape[1]
-    l1 = _check_penalty(l1, "l1")
-    l2 = _check_penalty(l2, "l2")
-    if l1 == 0.0 and l2 == 0.0:
-        raise ValueError("l1 and l2 are both 0: SLIM needs l1 > 0 or l2 > 0 (unregularised least squares is ill-posed)")
-    tol = _check_penalty(tol, "tol")
-    max_iter = check_positive_int(max_iter, "max_iter")
+    l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
     num_threads = check_num_threads(num_threads)
     max_gram_bytes = check_positive_int(max_gram_bytes, "max_gram_bytes")
     for flag, name in ((positive, "positive"), (show_progress, "show_progress")):
@@ -151,6 +146,19 @@ def slim_weights(
             stacklevel=2,
         )
     return W
+
+
+def check_slim_params(l1, l2, max_iter, tol) -> tuple[float, float, int, float]:
+    """Validate SLIM's penalties and solver settings; returns ``(l1, l2, max_iter, tol)``.
+
+    ``TypeError`` for non-numbers, ``ValueError`` for negative or non-finite values and for
+    ``l1 == l2 == 0`` (unregularised least squares is ill-posed).
+    """
+    l1 = _check_penalty(l1, "l1")
+    l2 = _check_penalty(l2, "l2")
+    if l1 == 0.0 and l2 == 0.0:
+        raise ValueError("l1 and l2 are both 0: SLIM needs l1 > 0 or l2 > 0 (unregularised least squares is ill-posed)")
+    return l1, l2, check_positive_int(max_iter, "max_iter"), _check_penalty(tol, "tol")
 
 
 def _check_penalty(value, name: str) -> float:

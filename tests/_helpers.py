@@ -1,0 +1,89 @@
+"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed)."""
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
+    """Binary users x items matrix with an empty user, an empty item and (optionally) a
+    duplicated item column and user row, which force exact similarity ties."""
+    D = (rng.random((n_users, n_items)) < density).astype(float)
+    D[0, :] = 0
+    D[:, -1] = 0
+    if duplicate and n_items > 3:
+        D[:, 2] = D[:, 1]
+    if duplicate and n_users > 3:
+        D[2, :] = D[1, :]
+    if D.sum() == 0:
+        D[1, 0] = 1
+    return D
+
+
+def brute_similarity(D, weights=None):
+    """sim(a, b) = sum_f D_af D_bf w_f / (||a|| ||b||) between rows of a dense binary matrix,
+    summed feature by feature in increasing order (like the kernel), diagonal kept."""
+    n, d = D.shape
+    w = np.ones(d) if weights is None else weights
+    inv = np.array([1 / np.sqrt(c) if c > 0 else 0.0 for c in D.sum(axis=1)])
+    S = np.zeros((n, n))
+    for a in range(n):
+        for b in range(n):
+            acc = 0.0
+            for f in range(d):
+                if D[a, f] and D[b, f]:
+                    acc += w[f]
+            S[a, b] = acc * (inv[a] * inv[b])
+    return S
+
+
+def brute_knn(S, k):
+    """KNN(i): the <= k others with the largest positive S_ij, ties by smaller id."""
+    out = []
+    for i in range(S.shape[0]):
+        cand = [j for j in range(S.shape[0]) if j != i and S[i, j] > 0]
+        cand.sort(key=lambda j: (-S[i, j], j))
+        out.append(cand[:k])
+    return out
+
+
+def knn_matrix(knn, n):
+    """The n x n 0/1 CSR matrix whose row i marks the ids listed in ``knn[i]``."""
+    rows = [i for i, cols in enumerate(knn) for _ in cols]
+    cols = [j for c in knn for j in c]
+    return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(n, n))
+
+
+def ktrunc_literal(A, knn):
+    """Algorithm 4.1 literally: keep A[i, j] iff j is in KNN(i) (``knn`` lists)."""
+    A = np.asarray(A)
+    out = np.zeros_like(A)
+    for i, cols in enumerate(knn):
+        for j in cols:
+            out[i, j] = A[i, j]
+    return out
+
+
+def rows_of(S):
+    S = sp.csr_matrix(S)
+    return [S.indices[S.indptr[i]:S.indptr[i + 1]].tolist() for i in range(S.shape[0])]
+
+
+def kunn_item_affinity_literal(D):
+    """Eq. (4.5): A_ij = i^T W_U j / (||i|| ||j||), W_U = diag(1/sqrt(c(u)))."""
+    n_users, n_items = D.shape
+    c_user = D.sum(axis=1)
+    A = np.zeros((n_items, n_items))
+    for i in range(n_items):
+        for j in range(n_items):
+            norm = np.sqrt(D[:, i].sum()) * np.sqrt(D[:, j].sum())
+            if norm > 0:
+                A[i, j] = sum(D[u, i] * D[u, j] / np.sqrt(c_user[u]) for u in range(n_users) if c_user[u]) / norm
+    return A
+
+
+def cosine_literal(M):
+    """cos between rows of a dense binary matrix (0 for empty rows)."""
+    norm = np.sqrt(M.sum(axis=1))
+    C = M @ M.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(C / np.outer(norm, norm))
