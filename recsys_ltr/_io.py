@@ -123,7 +123,5 @@ class DenseStateIO:
         return model
 
     def _check_loaded_params(self):
-        """Validate the parameters read by :meth:`load`; subclasses run their own checks.
-
-        The default accepts anything: override it (typically ``self._check_params()``).
-        """
+        """Validate the parameters read by :meth:`load` (each estimator runs its own checks)."""
+        raise NotImplementedError(f"{type(self).__name__} must validate the parameters it loads")

@@ -390,3 +390,14 @@ def test_save_load_round_trip(tmp_path):
         components_=np.ones((2, 6)), embedding_=np.ones((40, 3)))
     with pytest.raises(ValueError, match="does not fit components_"):
         FRML.load(tmp_path / "bad.npz")
+
+
+def test_load_validates_parameters(tmp_path):
+    X = np.random.default_rng(1).standard_normal((30, 5))
+    FRML(n_components=2, max_iter=5, random_state=0).fit(X, np.arange(30) % 3).save(tmp_path / "m")
+    with np.load(tmp_path / "m.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["header"] = np.array(str(arrays["header"]).replace('"n_components": 2', '"n_components": 9'))
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match="invalid parameters"):
+        FRML.load(tmp_path / "bad.npz")

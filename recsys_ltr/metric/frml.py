@@ -479,6 +479,9 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         if not hasattr(self, "components_"):
             raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
+    def _check_loaded_params(self):
+        self._check_params(self.components_.shape[1])
+
     def _restore(self, path):
         m, d = self.components_.shape
         if self.embedding_.shape[1] != m or m == 0 or d == 0:

@@ -41,8 +41,8 @@ from .._validation import check_feedback, check_positive_int, check_same_shape
 from ..features import (_W, AGGREGATORS, SIDES, FeatureExtractor, _has, build_affinities, finish, pair_aggregates,
                         pair_features)
 from ..metrics import evaluate
-from ..neighbors.affinity import Affinity, kunn_counts
-from ..neighbors.knn import check_k, weighted_cosine_knn
+from ..neighbors.affinity import Affinity, kunn_weights
+from ..neighbors.knn import check_k, knn_index, knn_query
 from ..split import holdout as split_holdout
 from ..warp import WarpSampler
 from .base import Recommender
@@ -335,6 +335,10 @@ class FEBR(Recommender):
         self.extractor_ = FeatureExtractor(self.user_items_, self.k, getattr(self, "item_affinity_", None),
                                            getattr(self, "user_affinity_", None), num_threads=self.num_threads)
         self.feature_names_ = self.extractor_.feature_names
+        kind = self.user_affinity_.kind if "user" in self._sides else None
+        if kind in ("cosine", "kunn"):  # for recalculate_user: the O(nnz) work done once
+            weights = None if kind == "cosine" else kunn_weights(self.user_items_)
+            self.user_index_ = knn_index(self.user_items_, weights)
 
     def _prepare(self):
         super()._prepare()
@@ -363,13 +367,11 @@ class FEBR(Recommender):
 
     def _user_neighbors(self, rows, ids):
         """``KNN_k(u)`` of the users' rows recomputed against the training users."""
-        kind = self.user_affinity_.kind
-        if kind not in ("cosine", "kunn"):
+        if not hasattr(self, "user_index_"):
+            kind = self.user_affinity_.kind
             raise ValueError(f"recalculate_user needs a cosine or kunn user affinity, this one is {kind!r}")
-        weights = None if kind == "cosine" else 1.0 / np.sqrt(kunn_counts(self.user_items_.T.tocsr()))
         query_ids = np.where(ids < self.n_users_, ids, -1)
-        return weighted_cosine_knn(self.user_items_, self.k, weights, queries=rows, query_ids=query_ids,
-                                   num_threads=self.num_threads)
+        return knn_query(self.user_index_, rows, self.k, query_ids, num_threads=self.num_threads)
 
     def transform(self, user_ids):
         """Raw features ``(len(user_ids), n_items, n_features)`` of training users (pass batches)."""

@@ -1,12 +1,15 @@
 """Neighbourhoods and affinity matrices: cosine KNN, ktrunc, cosine / KUNN / SLIM affinities."""
 
 from .affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
-from .knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
+from .knn import KnnIndex, cosine_knn, knn_index, knn_query, ktrunc, truncate_rows, weighted_cosine_knn
 
 __all__ = [
     "Affinity",
+    "KnnIndex",
     "cosine_affinity",
     "cosine_knn",
+    "knn_index",
+    "knn_query",
     "kunn_affinity",
     "ktrunc",
     "slim_affinity",
