@@ -91,5 +91,6 @@ def main() -> None:
         extra = "".join(f"{v:>{w}.3g}" if np.isfinite(v) else " " * w for v, w in zip(m[1:], (14, 12, 12)))
         print(f"{name:<28}{m[0]:>12.3g}{extra}{m[0] / ref:>11.2f}x{runners[name][1]:>13.2f}")
 
+
 if __name__ == "__main__":
     main()

@@ -40,7 +40,7 @@ def curves(kind: str):
 
 
 def main(path: Path) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.8))
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(BETAS)))
     n_v = np.arange(N_IRR + 1)
     print(f"squared error sum_nv (L~(beta)(n_v) - L_opt(n_v))^2, N_irr = {N_IRR}, k = {K}")
@@ -63,7 +63,7 @@ def main(path: Path) -> None:
         ax.set_title(title)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("loss")
-    axes[-1].legend(loc="lower right", fontsize=7.5, ncol=2)
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, borderaxespad=0)  # outside
     fig.suptitle(
         rf"Fig. 3.1: $L_{{opt}}$ vs expected $\beta$-truncated loss, $N_{{irr}}={N_IRR}$; "
         "solid: WARP estimator (Eq. 3.10), dashed: OPT-EST (Eq. 3.20)"

@@ -1,7 +1,8 @@
 """Numba kernels of the evaluator: ranks of held-out items by counting, and metrics of those ranks.
 
 Inputs are trusted (validated by :mod:`recsys_ltr.metrics`): CSR rows with sorted indices in
-``[0, n_items)``, test rows disjoint from train and exclude rows, a score block of matching shape.
+``[0, n_items)``, test rows disjoint from train and exclude rows (train and exclude may overlap),
+a score block of matching shape.
 NaN is the one thing checked here (one vectorised pass per row, inside the parallel loop): rows
 holding a NaN score are flagged, so the caller can raise.
 
@@ -54,13 +55,29 @@ def _count_nan(scores):
     return nans
 
 
-@njit(cache=True)
-def _count_by_buckets(scores, tiebreak, te_idx, out):
-    """Same counts as :func:`_count_preceding` for all test items, into ``out``, in O(n_items log m).
+@njit(cache=True, inline="always")
+def _is_noncandidate(i, tr_idx, ex_idx, ptr):
+    """Whether item ``i`` is in the sorted train or exclude row; ``ptr`` holds the two merge
+    positions and advances past ``i`` (items must be queried in ascending order)."""
+    hit = False
+    if ptr[0] < tr_idx.shape[0] and tr_idx[ptr[0]] == i:
+        ptr[0] += 1
+        hit = True
+    if ptr[1] < ex_idx.shape[0] and ex_idx[ptr[1]] == i:
+        ptr[1] += 1
+        hit = True
+    return hit
 
-    The m test items are sorted by precedence; each item of the catalogue is located among them
-    by binary search, and ``cnt[p]`` counts the items preceded by exactly p test items.  Such an
-    item precedes the sorted test items p, p+1, ... (minus itself when it is test item p).
+
+@njit(cache=True)
+def _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, out):
+    """Number of candidates preceding each test item, into ``out``, in O(n_items log m).
+
+    The m test items are sorted by precedence; each candidate of the catalogue is located among
+    them by binary search, and ``cnt[p]`` counts the candidates preceded by exactly p test items.
+    Such a candidate precedes the sorted test items p, p+1, ... (minus itself when it is test
+    item p).  Non-candidates are skipped in the same pass by merging the sorted train and
+    exclude rows (O(1) per item).  Returns the number of candidates.
     """
     m = te_idx.shape[0]
     perm = np.argsort(tiebreak[te_idx])
@@ -69,7 +86,12 @@ def _count_by_buckets(scores, tiebreak, te_idx, out):
     t_sorted = tiebreak[te_idx[perm]]
     s_last, t_last = s_sorted[m - 1], t_sorted[m - 1]
     cnt = np.zeros(m + 1, dtype=np.int64)
+    ptr = np.zeros(2, dtype=np.int64)
+    n_cand = 0
     for i in range(scores.shape[0]):
+        if _is_noncandidate(i, tr_idx, ex_idx, ptr):
+            continue
+        n_cand += 1
         s = scores[i]
         t = tiebreak[i]
         if _precedes(s_last, t_last, s, t):
@@ -87,32 +109,31 @@ def _count_by_buckets(scores, tiebreak, te_idx, out):
     for q in range(m):
         before += cnt[q]
         out[perm[q]] = before
+    return n_cand
 
 
 @njit(cache=True)
 def _rank_row(scores, tiebreak, tr_idx, te_idx, ex_idx, ranks_out, linear_max):
     """Ranks of one user's test items among the candidates; returns (n_candidates, saw_nan).
 
-    Counts the items of the whole catalogue preceding each test item (never sorting the
-    catalogue), then removes the non-candidates (train and exclude items) that precede it.
+    Non-candidates are the union of the train and exclude rows (an item in both counts once).
+    Few test items (m <= ``linear_max``): one vectorised pass over the catalogue per test item,
+    then the preceding non-candidates are subtracted, O(n_items m) in all.  Many test items:
+    :func:`_count_by_buckets`, which skips the non-candidates in its single pass.
     """
     m = te_idx.shape[0]
-    if m <= linear_max:
-        for j in range(m):
-            ranks_out[j] = _count_preceding(scores, tiebreak, scores[te_idx[j]], tiebreak[te_idx[j]])
-    else:
-        _count_by_buckets(scores, tiebreak, te_idx, ranks_out)
+    if m > linear_max:
+        n_cand = _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, ranks_out)
+        return n_cand, _count_nan(scores) > 0
+    for j in range(m):
+        ranks_out[j] = _count_preceding(scores, tiebreak, scores[te_idx[j]], tiebreak[te_idx[j]])
     n_removed = 0
-    b = 0  # merge pointer into the train indices, to skip exclude items already in train
-    for c in range(tr_idx.shape[0] + ex_idx.shape[0]):
-        if c < tr_idx.shape[0]:
-            item = tr_idx[c]
-        else:
-            item = ex_idx[c - tr_idx.shape[0]]
-            while b < tr_idx.shape[0] and tr_idx[b] < item:
-                b += 1
-            if b < tr_idx.shape[0] and tr_idx[b] == item:
-                continue
+    ptr = np.zeros(2, dtype=np.int64)
+    while ptr[0] < tr_idx.shape[0] or ptr[1] < ex_idx.shape[0]:  # merge: each non-candidate once
+        a = tr_idx[ptr[0]] if ptr[0] < tr_idx.shape[0] else scores.shape[0]
+        b = ex_idx[ptr[1]] if ptr[1] < ex_idx.shape[0] else scores.shape[0]
+        item = min(a, b)
+        _is_noncandidate(item, tr_idx, ex_idx, ptr)
         n_removed += 1
         s, t = scores[item], tiebreak[item]
         for j in range(m):

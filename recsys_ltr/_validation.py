@@ -17,6 +17,7 @@ __all__ = [
     "check_ids",
     "check_positive_int",
     "check_random_state",
+    "check_real",
     "check_scores",
     "check_same_shape",
     "check_num_threads",
@@ -72,12 +73,20 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
         raise ValueError(f"{name} has no interactions (shape {X.shape}, nnz 0)")
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{name} has an empty dimension: shape {X.shape}")
+    if X.nnz > _INT32_MAX or X.shape[1] > _INT32_MAX:
+        raise ValueError(
+            f"{name} is too large for the int32 CSR every kernel takes: nnz {X.nnz}, shape {X.shape} "
+            f"(at most {_INT32_MAX} interactions and items)"
+        )
     out = sp.csr_matrix(
         (np.ones(X.nnz, dtype=np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
         shape=X.shape,
     )
     out.sort_indices()
     return out
+
+
+_INT32_MAX = np.iinfo(np.int32).max
 
 
 def _check_values(data: np.ndarray, name: str) -> None:
@@ -149,23 +158,40 @@ def numba_threads(num_threads):
         numba.set_num_threads(previous)
 
 
-def check_random_state(seed) -> np.random.Generator:
+def check_random_state(seed, name: str = "random_state") -> np.random.Generator:
     """Return a ``numpy.random.Generator`` from ``None``, an int or a Generator."""
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool)):
         return np.random.default_rng(seed)
-    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {seed!r}")
+    raise TypeError(f"{name} must be None, an int or a numpy Generator, got {seed!r}")
 
 
-def check_scores(scores: np.ndarray, shape: tuple[int, int], name: str = "scores") -> np.ndarray:
-    """Check a dense score block: the expected shape and no NaN (inf is allowed, -inf excludes)."""
+def check_real(value, name: str, *, low=-np.inf, high=np.inf, low_open=False, high_open=False) -> float:
+    """Return ``value`` as a finite float in the interval from ``low`` to ``high`` (closed unless
+    ``low_open``/``high_open``); ``TypeError`` for a non-real (or bool), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    below = value < low or (low_open and value == low)
+    above = value > high or (high_open and value == high)
+    if not np.isfinite(value) or below or above:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open or high == np.inf else ']'}"
+        raise ValueError(f"{name} must be a finite number in {interval}, got {value}")
+    return value
+
+
+def check_scores(scores, shape: tuple[int, int], name: str = "scores") -> np.ndarray:
+    """A dense score block as a C-contiguous float32/float64 array of the expected shape.
+
+    float32 and float64 are kept (no copy when already contiguous), other real dtypes become
+    float64.  NaN is *not* checked here: the ranking kernels flag it in their own pass.
+    """
     scores = np.asarray(scores)
-    if scores.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {scores.shape}")
-    if not np.issubdtype(scores.dtype, np.number):
-        raise TypeError(f"{name} must be numeric, got dtype {scores.dtype}")
-    scores = scores.astype(np.float64, copy=False)
-    if np.isnan(scores).any():
-        raise ValueError(f"{name} contains NaN")
-    return scores
+    if scores.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (users, n_items), got {scores.shape}")
+    if not (np.issubdtype(scores.dtype, np.number) or scores.dtype == bool) or np.iscomplexobj(scores):
+        raise TypeError(f"{name} must be real numbers, got dtype {scores.dtype}")
+    if scores.dtype not in (np.float32, np.float64):
+        scores = scores.astype(np.float64)
+    return np.ascontiguousarray(scores)

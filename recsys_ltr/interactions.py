@@ -29,9 +29,16 @@ import scipy.sparse as sp
 
 from ._validation import check_feedback, check_positive_int
 
-__all__ = ["Interactions"]
+__all__ = ["Interactions", "UnknownIdError"]
 
 _RULES = (">=", ">")
+
+
+class UnknownIdError(KeyError, ValueError):
+    """An external id absent from the id map (catch it as ``KeyError`` or ``ValueError``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class Interactions:
@@ -235,8 +242,9 @@ class Interactions:
         features : sparse matrix or 2-D array (n_rows, n_features)
             Non-negative, finite item content (e.g. tag counts).
         item_ids : array-like of length n_rows or None
-            External item id of each row; items absent from it get an empty row and rows of
-            unknown items are ignored.  None: rows already follow the internal item index.
+            External item id of each row; must be unique.  Items absent from it get an empty
+            row and rows of unknown items are ignored.  None: rows already follow the internal
+            item index.
         feature_names : array-like of length n_features or None
         """
         F = sp.csr_matrix(features, dtype=np.float64)
@@ -244,6 +252,10 @@ class Interactions:
             item_ids = _column(item_ids, "item_ids")
             if item_ids.size != F.shape[0]:
                 raise ValueError(f"item_ids has length {item_ids.size}, features has {F.shape[0]} rows")
+            dup = pd.Index(item_ids).duplicated()
+            if dup.any():
+                raise ValueError(f"item_ids must be unique (one feature row per item); duplicated: "
+                                 f"{item_ids[dup][:5].tolist()}")
             pos = self._item_index.get_indexer(item_ids)
             keep = np.flatnonzero(pos >= 0)
             sel = sp.csr_matrix(
@@ -283,11 +295,16 @@ class Interactions:
         return np.diff(self.matrix.indptr).astype(np.int64)
 
     def user_index(self, ids):
-        """Internal indices of external user ids (scalar in, int out); unknown ids raise KeyError."""
+        """Internal indices of external user ids (scalar in, int out).
+
+        A tuple is one id when the user ids are tuples (``user_index((1, 2))``), else a sequence
+        of ids like a list or an array.  Unknown ids raise :class:`UnknownIdError` (a
+        ``KeyError`` and a ``ValueError``).
+        """
         return _lookup(self._user_index, ids, "user")
 
     def item_index(self, ids):
-        """Internal indices of external item ids (scalar in, int out); unknown ids raise KeyError."""
+        """Internal indices of external item ids; as :meth:`user_index`."""
         return _lookup(self._item_index, ids, "item")
 
     def to_dataframe(self, user_col="user", item_col="item") -> pd.DataFrame:
@@ -406,12 +423,13 @@ def _check_features(F, names, n_items: int):
 
 
 def _lookup(index: pd.Index, ids, kind: str):
-    scalar = np.ndim(ids) == 0
+    tuple_ids = index.dtype == object and len(index) > 0 and isinstance(index[0], tuple)
+    scalar = np.ndim(ids) == 0 or (isinstance(ids, tuple) and tuple_ids)
     arr = _column([ids] if scalar else ids, f"{kind} ids")
     pos = index.get_indexer(arr) if arr.size else np.empty(0, dtype=np.int64)
     unknown = pos < 0
     if unknown.any():
         bad = arr[unknown][:5].tolist()
-        raise KeyError(f"unknown {kind} id(s): {bad}" + (" ..." if unknown.sum() > 5 else ""))
+        raise UnknownIdError(f"unknown {kind} id(s): {bad}" + (" ..." if unknown.sum() > 5 else ""))
     pos = pos.astype(np.int64)
     return int(pos[0]) if scalar else pos

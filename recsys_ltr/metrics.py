@@ -31,9 +31,10 @@ value is unbiased for the complete one (Theorem 4.1); NDCG is not unless nothing
 for standard errors and paired tests.
 
 Speed: the candidate list is never sorted.  A numba kernel, parallel over users, counts how many
-items precede each test item (one vectorised pass per test item, or for users with many test items
-one binary-search pass over the catalogue against their sorted test items, O(n_items log m)), then
-subtracts the preceding non-candidates (:mod:`recsys_ltr._ranking`).  Scores are requested in
+candidates precede each test item: for users with few test items, one vectorised pass per test
+item minus the preceding non-candidates; for users with many, one binary-search pass over the
+catalogue against their sorted test items that skips the non-candidates, O(n_items log m)
+(:mod:`recsys_ltr._ranking`).  Scores are requested in
 bounded user batches.
 """
 
@@ -53,6 +54,7 @@ from recsys_ltr._validation import (
     check_ids,
     check_positive_int,
     check_same_shape,
+    check_scores,
     numba_threads,
 )
 
@@ -138,7 +140,8 @@ def evaluate(
         not a candidate has no rank, so an overlap raises ``ValueError`` (holdout splits are
         disjoint by construction).
     exclude : feedback matrix, optional
-        More items removed from each user's candidates (e.g. validation positives).
+        More items removed from each user's candidates (e.g. validation positives); it may
+        overlap ``train`` (an item in both is simply not a candidate).
     metrics : iterable of str, optional
         Subset of :data:`METRICS` (``"REC@20"``-style cutoffs allowed); ``None`` means all.
     k : int
@@ -225,7 +228,7 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
     popularity = np.asarray(popularity, dtype=np.float64)
     if popularity.shape != (n_items,) or not np.all(np.isfinite(popularity)):
         raise ValueError(f"popularity must be a finite array of shape ({n_items},), got shape {popularity.shape}")
-    scores = _check_block(scores, train_rows.shape)
+    scores = check_scores(scores, train_rows.shape)
     args = _kernel_args(scores, _tiebreak(popularity), train_rows, test_rows, exclude_rows)
     ranks, n_cand, nan_rows = rank_block(*args)
     _check_nan(nan_rows)
@@ -318,20 +321,8 @@ def _score_function(model_or_score_fn):
     )
 
 
-def _check_block(scores, shape) -> np.ndarray:
-    """Shape and dtype of a score block (NaN is detected inside the ranking kernel)."""
-    scores = np.asarray(scores)
-    if scores.shape != tuple(shape):
-        raise ValueError(f"score block must have shape {tuple(shape)} (users, n_items), got {scores.shape}")
-    if not (np.issubdtype(scores.dtype, np.number) or scores.dtype == bool) or np.iscomplexobj(scores):
-        raise TypeError(f"scores must be real numbers, got dtype {scores.dtype}")
-    if scores.dtype not in (np.float32, np.float64):
-        scores = scores.astype(np.float64)
-    return np.ascontiguousarray(scores)
-
-
 def _score_block(score_fn, block: np.ndarray, n_items: int) -> np.ndarray:
-    return _check_block(score_fn(block.copy()), (len(block), n_items))
+    return check_scores(score_fn(block.copy()), (len(block), n_items), "score block")
 
 
 def _kernel_args(scores, tiebreak, train, test, exclude) -> tuple:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_feedback, check_positive_int, check_random_state
+from ._validation import check_feedback, check_positive_int, check_random_state, check_real
 
 __all__ = ["holdout", "novelty_holdout", "folds", "leave_k_out", "split_counts"]
 
@@ -60,7 +60,7 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     n_test, n_val = split_counts(n, m, val, test)
-    return _assign(X, eligible, n_test, n_val, check_random_state(seed))
+    return _assign(X, eligible, n_test, n_val, check_random_state(seed, "seed"))
 
 
 def novelty_holdout(X, val=0.1, test=0.2, seed=0, exclude_top=100):
@@ -80,7 +80,7 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
     X = check_feedback(X)
     _check_fractions(val, test)
     _eligible(X, exclude_top)
-    check_random_state(seed)  # fail on a bad seed now, not at the first fold
+    check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
     return (
         holdout(X, val=val, test=test, seed=seed + f if isinstance(seed, numbers.Integral) else seed,
                 exclude_top=exclude_top)
@@ -106,7 +106,7 @@ def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     ok = (m >= k + val_k) & (n >= k + val_k + 1)
-    return _assign(X, eligible, np.where(ok, k, 0), np.where(ok, val_k, 0), check_random_state(seed))
+    return _assign(X, eligible, np.where(ok, k, 0), np.where(ok, val_k, 0), check_random_state(seed, "seed"))
 
 
 def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
@@ -121,14 +121,11 @@ def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------------- internals
 def _check_fractions(val, test) -> tuple[float, float]:
-    for name, v in (("val", val), ("test", test)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise TypeError(f"{name} must be a number in [0, 1), got {v!r}")
-        if not 0 <= v < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {v}")
+    val = check_real(val, "val", low=0.0, high=1.0, high_open=True)
+    test = check_real(test, "test", low=0.0, high=1.0, high_open=True)
     if val + test >= 1:
         raise ValueError(f"val + test must be < 1 to leave training data, got {val} + {test}")
-    return float(val), float(test)
+    return val, test
 
 
 def _rows(X: sp.csr_matrix) -> np.ndarray:
@@ -164,6 +161,7 @@ def _assign(X, eligible, n_test, n_val, rng):
 
 
 def _subset(X, rows, mask) -> sp.csr_matrix:
+    # int32 is safe: X passed check_feedback (nnz < 2**31) and a subset has fewer entries.
     counts = np.bincount(rows[mask], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
     return sp.csr_matrix(

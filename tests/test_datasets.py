@@ -415,7 +415,7 @@ def test_synthetic_edge_sizes_and_batches():
     ({"popularity_exponent": -1.0}, ValueError, "popularity_exponent"),
     ({"factor_scale": float("nan")}, ValueError, "factor_scale"),
     ({"n_factors": -1}, ValueError, "n_factors"),
-    ({"seed": "s"}, TypeError, "random_state"),
+    ({"seed": "s"}, TypeError, "^seed must be None"),
 ])
 def test_synthetic_bad_parameters(kwargs, exc, match):
     with pytest.raises(exc, match=match):

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recsys_ltr.datasets import make_synthetic
+from recsys_ltr import split
+from recsys_ltr.datasets import ENV_VAR, make_synthetic
 from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.methods import METHODS, get_method
 from recsys_ltr.eval.report import format_table, summarize
@@ -19,6 +20,7 @@ def test_cli_end_to_end(tmp_path, capsys):
                  "--out", str(out), "--quiet"])
     assert code == 0
     printed = capsys.readouterr().out
+    assert "synthetic (SYNTHETIC data" in printed
     assert "| popularity |" in printed and "| item-p |" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["meta"]["dataset"] == "synthetic" and summary["meta"]["folds"] == 2
@@ -55,6 +57,47 @@ def test_bad_arguments():
         run_experiment(X, ["popularity"], folds=0, show_progress=False)
     with pytest.raises(SystemExit):
         main(["--protocol", "bogus"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--folds", "0"], "--folds: must be >= 1, got 0"),
+        (["--k", "x"], "--k: invalid int value: 'x'"),
+        (["--models", "popularity,nope"], "unknown model(s) nope; known: popularity"),
+        (["--models", ","], "unknown model(s) (none given)"),
+        (["--dataset", "nope"], "unknown data set 'nope'"),
+        (["--dataset", "movielens-100k", "--data-dir", "/nonexistent"], "not found (searched /nonexistent"),
+        (["--data-dir", "/nonexistent"], "movielens-100k is not in the data directory /nonexistent"),
+    ],
+)
+def test_cli_bad_input_is_a_one_line_usage_error(argv, message, capsys, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--quiet"])
+    assert exc.value.code == 2  # argparse's usage error, not a traceback
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the usage: one error line, no traceback
+    assert last.startswith("python -m recsys_ltr.eval: error: ") and message in last
+    assert "Traceback" not in err
+
+
+def test_env_data_dir_without_the_default_set_raises(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(SystemExit):
+        main(["--models", "popularity", "--quiet"])
+    assert f"not in the data directory {tmp_path}" in capsys.readouterr().err
+
+
+def test_runner_folds_are_split_folds(monkeypatch):
+    X = make_synthetic(n_users=60, n_items=40, seed=4).matrix
+    seen = []
+    monkeypatch.setattr("recsys_ltr.eval.runner.tune_and_test",
+                        lambda name, tr, va, te, **kw: seen.append((tr, va, te)) or _result(name, -1, 0.0))
+    run_experiment(X, ["popularity"], folds=2, seed=7, show_progress=False)
+    for got, want in zip(seen, split.folds(X, n_folds=2, seed=7), strict=True):
+        for a, b in zip(got, want):
+            assert (a != b).nnz == 0
 
 
 def test_every_method_has_a_grid_per_budget():

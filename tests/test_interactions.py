@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recsys_ltr import Interactions
+from recsys_ltr.interactions import UnknownIdError
 
 
 def _reference(users, items, weights, threshold=None, rule=">="):
@@ -200,16 +201,29 @@ def test_item_features_bad_input():
         inter.with_item_features(np.ones((2, 2)), feature_names=["a"])
     with pytest.raises(ValueError, match="length"):
         inter.with_item_features(np.ones((2, 2)), item_ids=[0])
+    with pytest.raises(ValueError, match=r"unique .*duplicated: \[0\]"):  # would sum the two rows
+        inter.with_item_features(np.ones((3, 2)), item_ids=[0, 1, 0])
 
 
 # ---------------------------------------------------------------------- lookups and output
 def test_lookup_unknown_ids_named():
     inter = Interactions.from_arrays(["a", "b"], [1, 2])
-    with pytest.raises(KeyError, match="zz"):
+    with pytest.raises(UnknownIdError, match=r"^unknown user id\(s\): \['zz'\]$"):
         inter.user_index(["a", "zz"])
-    with pytest.raises(KeyError, match="99"):
-        inter.item_index(99)
+    for exc in (KeyError, ValueError):  # the issue asks for ValueError; KeyError kept for mappings
+        with pytest.raises(exc, match="99"):
+            inter.item_index(99)
     assert inter.item_index([]).size == 0
+
+
+def test_tuple_ids_are_scalars_only_when_ids_are_tuples():
+    inter = Interactions.from_arrays([(1, 2), (3, 4), (1, 2)], ["x", "y", "z"])
+    assert inter.user_index((3, 4)) == list(inter.user_ids).index((3, 4))
+    np.testing.assert_array_equal(inter.user_index([(3, 4), (1, 2)]), [1, 0])
+    with pytest.raises(UnknownIdError, match=r"\(9, 9\)"):
+        inter.user_index((9, 9))
+    ints = Interactions.from_arrays([5, 7], [1, 2])  # non-tuple ids: a tuple is a sequence
+    np.testing.assert_array_equal(ints.user_index((7, 5)), [1, 0])
 
 
 def test_to_dataframe_round_trip():

@@ -60,7 +60,8 @@ def brute_force(scores, train, test, exclude, k):
 
 
 def random_case(seed, n_users, n_items, n_levels):
-    """Integer scores from a small range (many ties), some -inf, random disjoint matrices."""
+    """Integer scores from a small range (many ties), some -inf; test disjoint from train and
+    exclude, exclude overlapping train (an item in both is one non-candidate)."""
     rng = np.random.default_rng(seed)
     scores = rng.integers(0, n_levels, size=(n_users, n_items)).astype(np.float64)
     scores[rng.random(scores.shape) < 0.1] = -np.inf
@@ -68,6 +69,7 @@ def random_case(seed, n_users, n_items, n_levels):
     cell[rng.random(cell.shape) < 0.3] = 3
     cell[0, 0], cell[-1, -1] = 0, 1  # train and test never empty
     train, test, exclude = (csr(cell == c) for c in range(3))
+    exclude = csr(exclude.toarray() + ((cell == 0) & (rng.random(cell.shape) < 0.5)))
     return scores, train, test, exclude
 
 

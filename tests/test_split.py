@@ -145,7 +145,7 @@ def test_folds_are_seeded_holdouts():
         assert all((p != q).nnz == 0 for p, q in zip(parts, ref))
         _check_partition(X, parts)
     assert (fs[0][2] != fs[1][2]).nnz > 0
-    with pytest.raises(TypeError, match="random_state"):
+    with pytest.raises(TypeError, match="^seed must be None"):
         split.folds(X, seed="a")
     with pytest.raises(ValueError, match="n_folds"):
         split.folds(X, n_folds=0)
@@ -172,12 +172,13 @@ def test_leave_k_out(seed, k, val_k, top):
     "kwargs, exc, match",
     [
         ({"val": 0.5, "test": 0.5}, ValueError, "val \\+ test"),
-        ({"test": -0.1}, ValueError, "test must be in"),
-        ({"val": 1.0}, ValueError, "val must be in"),
-        ({"test": "0.2"}, TypeError, "test must be a number"),
+        ({"test": -0.1}, ValueError, r"test must be a finite number in \[0.0, 1.0\)"),
+        ({"val": 1.0}, ValueError, r"val must be a finite number in \[0.0, 1.0\)"),
+        ({"val": float("nan")}, ValueError, "val must be a finite number"),
+        ({"test": "0.2"}, TypeError, "test must be a real number"),
         ({"exclude_top": -1}, ValueError, "exclude_top"),
         ({"exclude_top": 2.5}, TypeError, "exclude_top"),
-        ({"seed": "x"}, TypeError, "random_state"),
+        ({"seed": "x"}, TypeError, "^seed must be None"),
     ],
 )
 def test_holdout_bad_parameters(kwargs, exc, match):

@@ -8,6 +8,7 @@ from recsys_ltr._validation import (
     check_num_threads,
     check_positive_int,
     check_random_state,
+    check_real,
     check_same_shape,
     check_scores,
 )
@@ -89,12 +90,49 @@ def test_small_checks():
     g = check_random_state(3)
     assert g.integers(1000) == np.random.default_rng(3).integers(1000)
     assert check_random_state(g) is g
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^random_state must"):
         check_random_state("seed")
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(TypeError, match="^seed must"):
+        check_random_state(1.5, "seed")
+
+
+def test_check_scores_keeps_float32_and_casts_the_rest():
+    f32 = np.zeros((2, 3), dtype=np.float32)
+    assert check_scores(f32, (2, 3)) is f32
+    out = check_scores(np.ones((2, 3), dtype=np.int8), (2, 3))
+    assert out.dtype == np.float64 and out.flags.c_contiguous
+    assert check_scores(np.zeros((3, 2)).T, (2, 3)).flags.c_contiguous
+    with pytest.raises(ValueError, match=r"scores must have shape \(2, 3\)"):
         check_scores(np.zeros((2, 2)), (2, 3))
-    with pytest.raises(ValueError, match="NaN"):
-        check_scores(np.array([[np.nan]]), (1, 1))
+    for bad in (np.zeros((2, 3), dtype=complex), np.full((2, 3), "a")):
+        with pytest.raises(TypeError, match="real numbers"):
+            check_scores(bad, (2, 3))
+
+
+def test_check_real():
+    assert check_real(3, "x", low=0) == 3.0 and isinstance(check_real(3, "x"), float)
+    assert check_real(0.0, "x", low=0.0) == 0.0
+    for value, kwargs, match in [
+        (0.0, dict(low=0.0, low_open=True), r"x must be a finite number in \(0.0, inf\), got 0.0"),
+        (1.0, dict(low=0.0, high=1.0, high_open=True), r"in \[0.0, 1.0\)"),
+        (1.5, dict(high=1.0), r"in \[-inf, 1.0\]"),
+        (np.nan, {}, "finite"),
+        (np.inf, {}, "finite"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            check_real(value, "x", **kwargs)
+    for value in (True, "1", None, 1j):
+        with pytest.raises(TypeError, match="x must be a real number"):
+            check_real(value, "x")
+
+
+def test_check_feedback_rejects_more_than_int32(monkeypatch):
+    import recsys_ltr._validation as validation
+
+    monkeypatch.setattr(validation, "_INT32_MAX", 3)
+    assert check_feedback(np.eye(3)).nnz == 3
+    with pytest.raises(ValueError, match="too large for the int32 CSR"):
+        check_feedback(np.eye(4))
 
 
 @pytest.mark.parametrize(

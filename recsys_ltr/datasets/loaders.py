@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .._validation import check_feedback
 from ..interactions import Interactions
 from ._registry import dataset_info, dataset_path, is_present, list_datasets as _registered, open_text, read_bytes
 
@@ -78,11 +79,7 @@ def load_presplit(name: str, data_dir=None, verify: bool = True) -> tuple[Intera
     for part, (users, items) in pairs.items():
         rows, cols = data.user_index(users), data.item_index(items)
         X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=data.shape)
-        X.sum_duplicates()
-        X.data[:] = 1.0
-        X.indices = X.indices.astype(np.int32)
-        X.indptr = X.indptr.astype(np.int32)
-        parts[part] = X
+        parts[part] = check_feedback(X, f"{name} {part}", allow_empty=True)
     return data, parts
 
 

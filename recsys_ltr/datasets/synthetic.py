@@ -22,12 +22,10 @@ Users are processed in bounded batches (at most ~4M dense logits at a time).
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_positive_int, check_random_state
+from .._validation import check_positive_int, check_random_state, check_real
 from ..interactions import Interactions
 
 __all__ = ["make_synthetic"]
@@ -74,11 +72,11 @@ def make_synthetic(
     n_users = check_positive_int(n_users, "n_users")
     n_items = check_positive_int(n_items, "n_items")
     n_factors = check_positive_int(n_factors, "n_factors", minimum=0)
-    density = _check_real(density, "density", low=0.0, low_open=True, high=1.0)
-    popularity_exponent = _check_real(popularity_exponent, "popularity_exponent", low=0.0)
-    factor_scale = _check_real(factor_scale, "factor_scale", low=0.0)
-    activity_sigma = _check_real(activity_sigma, "activity_sigma", low=0.0)
-    rng = check_random_state(seed)
+    density = check_real(density, "density", low=0.0, low_open=True, high=1.0)
+    popularity_exponent = check_real(popularity_exponent, "popularity_exponent", low=0.0)
+    factor_scale = check_real(factor_scale, "factor_scale", low=0.0)
+    activity_sigma = check_real(activity_sigma, "activity_sigma", low=0.0)
+    rng = check_random_state(seed, "seed")
 
     rank = rng.permutation(n_items)
     bias = -popularity_exponent * np.log1p(rank)
@@ -119,14 +117,3 @@ def _top_per_row(keys: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarra
     top = np.take_along_axis(part, order, axis=1)
     mask = np.arange(kmax) < k[:, None]
     return np.nonzero(mask)[0], top[mask]
-
-
-def _check_real(value, name, low, high=None, low_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    too_low = value < low or (low_open and value == low)
-    if not np.isfinite(value) or too_low or (high is not None and value > high):
-        upper = f"{high}]" if high is not None else "inf)"
-        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low}, {upper}, got {value}")
-    return value

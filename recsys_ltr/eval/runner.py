@@ -1,6 +1,6 @@
 """Run the dissertation's per-user holdout experiment (sec. 4.7.3-4.7.5) for several methods.
 
-For each fold (seed ``seed + fold``), the data are split per user into train / validation /
+For each fold (:func:`recsys_ltr.split.folds`: seed ``seed + fold``), the data are split per user into train / validation /
 test (10% / 20% of each user's positives by default). Every setting in a method's grid is fit
 on train and scored on validation ADG; the best setting is then evaluated on test with the
 validation positives excluded from the candidates. The novelty protocol draws validation and
@@ -84,16 +84,14 @@ def run_experiment(
     """Run every method on ``folds`` seeded splits of ``X``; returns one result per (fold, method)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    if folds < 1:
-        raise ValueError(f"folds must be >= 1, got {folds}")
     for name in methods:
         get_method(name)  # fail before any work on an unknown name
+    splits = split.folds(
+        X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top if protocol == "novelty" else None
+    )
     results = []
     bar = tqdm(total=folds * len(methods), desc="runs", unit="run", disable=not show_progress)
-    for fold in range(folds):
-        train, val_m, test_m = split.holdout(
-            X, val=val, test=test, seed=seed + fold, exclude_top=exclude_top if protocol == "novelty" else None
-        )
+    for fold, (train, val_m, test_m) in enumerate(splits):
         for name in methods:
             bar.set_postfix_str(f"fold {fold} {name}")
             result = tune_and_test(name, train, val_m, test_m, budget=budget, k=k)

@@ -23,6 +23,7 @@ indexed by ``n_s - 1``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.polynomial import polynomial
 from scipy.optimize import nnls
 
 from recsys_ltr._validation import check_positive_int
@@ -34,7 +35,12 @@ __all__ = [
     "ns_distribution",
     "expected_truncated_loss",
     "opt_est",
+    "OPT_EST_MAX_ENTRIES",
 ]
+
+#: Largest design ``n_irr * beta`` that :func:`opt_est` builds (float64: 128 MiB).  For a
+#: gowalla-sized ``n_irr = 40,981`` this allows ``beta <= 409``.
+OPT_EST_MAX_ENTRIES = 2**24
 
 
 def _check_curve(values, min_len: int, name: str) -> np.ndarray:
@@ -110,12 +116,6 @@ def ns_distribution(n_v: int, beta: int, n_irr: int) -> np.ndarray:
     return out
 
 
-def _geometric_design(beta: int, n_irr: int) -> np.ndarray:
-    """``A[n_v, i-1] = p (1-p)^(i-1)`` with ``p = n_v / n_irr``, rows ``n_v = 0..n_irr`` (Eq. 3.20)."""
-    p = np.arange(n_irr + 1, dtype=np.float64)[:, None] / n_irr
-    return p * (1.0 - p) ** np.arange(beta)[None, :]
-
-
 def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
     """``L̃^(β)(n_v)`` for ``n_v = 0..n_irr`` (Eq. 3.11).
 
@@ -127,11 +127,15 @@ def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
         Sampling limit, ``1 <= beta <= n_irr``.
     n_irr : int
         Number of irrelevant items.
+
+    Evaluated by Horner's scheme on ``q = 1 - p``, ``p * sum_i L̂(i) q^(i-1)``: O(n_irr) memory
+    and O(n_irr * beta) time (no (n_irr + 1) x beta design).
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     beta = _check_beta(beta, n_irr)
     est = _check_curve(estimator, beta, "estimator")
-    return _geometric_design(beta, n_irr) @ est[:beta]
+    p = np.arange(n_irr + 1, dtype=np.float64) / n_irr
+    return p * polynomial.polyval(1.0 - p, est[:beta])
 
 
 def opt_est(L, beta: int, n_irr: int) -> np.ndarray:
@@ -141,12 +145,24 @@ def opt_est(L, beta: int, n_irr: int) -> np.ndarray:
     Solved exactly as non-negative least squares: with ``θ_j = sum_{i >= j} δ_i`` the constraints
     become ``δ >= 0`` and the design's column ``i`` becomes ``P(G <= i) = 1 - (1 - p)^i``.
 
+    The dense ``n_irr x beta`` design is bounded by :data:`OPT_EST_MAX_ENTRIES` (128 MiB).
+
     Returns
     -------
     theta : float64 array of length ``beta`` (an estimator: ``theta[n_s - 1]``).
+
+    Raises
+    ------
+    ValueError
+        When ``n_irr * beta > OPT_EST_MAX_ENTRIES`` (use a smaller ``beta``).
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     beta = _check_beta(beta, n_irr)
+    if n_irr * beta > OPT_EST_MAX_ENTRIES:
+        raise ValueError(
+            f"opt_est needs an n_irr x beta = {n_irr} x {beta} design, above OPT_EST_MAX_ENTRIES = "
+            f"{OPT_EST_MAX_ENTRIES}; use beta <= {OPT_EST_MAX_ENTRIES // n_irr}"
+        )
     L = _check_curve(L, n_irr + 1, "L")
     p = np.arange(1, n_irr + 1, dtype=np.float64)[:, None] / n_irr
     design = 1.0 - (1.0 - p) ** np.arange(1, beta + 1)[None, :]
