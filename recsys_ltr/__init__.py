@@ -1,13 +1,13 @@
 """recsys_ltr: top-N recommendation from implicit feedback by learning to rank."""
 
 __version__ = "0.1.0"
-__all__ = ["Interactions", "__version__"]
+__all__ = ["Interactions", "UnknownIdError", "__version__"]
 
 
 def __getattr__(name):
     # Lazy, so that `import recsys_ltr.<submodule>` does not pay for pandas.
-    if name == "Interactions":
-        from recsys_ltr.interactions import Interactions
+    if name in ("Interactions", "UnknownIdError"):
+        from recsys_ltr import interactions
 
-        return Interactions
+        return getattr(interactions, name)
     raise AttributeError(f"module 'recsys_ltr' has no attribute {name!r}")

@@ -8,6 +8,7 @@
 """
 
 from recsys_ltr.warp.estimators import (
+    OPT_EST_MAX_ENTRIES,
     expected_truncated_loss,
     ns_distribution,
     opt_est,
@@ -36,6 +37,7 @@ __all__ = [
     "ns_distribution",
     "expected_truncated_loss",
     "opt_est",
+    "OPT_EST_MAX_ENTRIES",
     "WarpSampler",
     "WarpStats",
     "Minibatch",

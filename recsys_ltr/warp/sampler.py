@@ -84,7 +84,6 @@ and the template for any model::
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
 import numba
@@ -93,7 +92,7 @@ from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 from recsys_ltr._rng import randint, seed_state
-from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
+from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, check_real, numba_threads
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 
@@ -305,8 +304,7 @@ def _limit(n_irr, beta, kappa, gamma):
     if gamma is not None:
         return n_irr // check_positive_int(gamma, "gamma")
     if kappa is not None:
-        if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 < kappa <= 1:
-            raise ValueError(f"kappa must be a number in (0, 1], got {kappa!r}")
+        kappa = check_real(kappa, "kappa", low=0.0, high=1.0, low_open=True)
         # round first so that e.g. 0.1 * 30 = 3.0000000000000004 gives 3, not 4
         return np.ceil(np.round(kappa * n_irr, 9)).astype(np.int64)
     return n_irr.copy()
