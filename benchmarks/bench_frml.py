@@ -36,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +47,7 @@ from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recsys_ltr.metric.frml import FRML, label_relevance, retrieval_metrics  # noqa: E402
+from recsys_ltr.neighbors.content import top_fraction  # noqa: E402
 
 VENV = Path.home() / ".cache" / "recsys_ltr" / "bench-venv"
 PEER_REQUIREMENTS = ["scikit-learn==1.5.*", "metric-learn==0.7.0"]
@@ -75,16 +75,6 @@ def noisy_classification(name, seed, noise_dims=64):
     std[std == 0] = 1.0
     X = (X - mean) / std
     return dict(Xtr=X[tr], Xte=X[te], ytr=y[tr], yte=y[te], Rte=label_relevance(y[te], y[tr]))
-
-
-def top_fraction(S, frac, exclude_self):
-    """CSR with, in each row of the similarity block ``S``, its ``ceil(frac * width)`` largest."""
-    k = int(np.ceil(frac * (S.shape[1] - int(exclude_self))))
-    if exclude_self:
-        np.fill_diagonal(S, -np.inf)
-    cols = np.argsort(-S, axis=1, kind="stable")[:, :k]
-    rows = np.repeat(np.arange(S.shape[0]), k)
-    return sp.csr_matrix((np.ones(rows.size), (rows, cols.ravel())), shape=S.shape)
 
 
 def content_task(name, seed, n_items, max_tags):

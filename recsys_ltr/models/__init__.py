@@ -1,9 +1,10 @@
 """Top-N recommenders sharing one API (:class:`~recsys_ltr.models.base.Recommender`)."""
 
 from .base import Recommender
+from .content import ContentItemKNN
 from .febr import FEBR
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .slim import SLIM
 
-__all__ = ["Recommender", "Popularity", "ItemKNN", "UserKNN", "KUNN", "SLIM", "FEBR"]
+__all__ = ["Recommender", "Popularity", "ItemKNN", "UserKNN", "KUNN", "SLIM", "FEBR", "ContentItemKNN"]

@@ -1,10 +1,12 @@
 """Neighbourhoods and affinity matrices: cosine KNN, ktrunc, cosine / KUNN / SLIM affinities."""
 
+from .content import ContentAffinity, top_fraction
 from .affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
 from .knn import KnnIndex, cosine_knn, knn_index, knn_query, ktrunc, truncate_rows, weighted_cosine_knn
 
 __all__ = [
     "Affinity",
+    "ContentAffinity",
     "KnnIndex",
     "cosine_affinity",
     "cosine_knn",
@@ -13,6 +15,7 @@ __all__ = [
     "kunn_affinity",
     "ktrunc",
     "slim_affinity",
+    "top_fraction",
     "truncate_rows",
     "weighted_cosine_knn",
 ]

@@ -1,0 +1,68 @@
+"""Content item-p: item-based KNN over a content affinity, for items nobody has consumed (issue 7 sec. 4).
+
+``score(u, i) = sum_{j in O+_u & KNN_content(i)} A_ij = [ktrunc(A)]_i . u`` (Theorem 4.3), the
+item-p rule of :class:`~recsys_ltr.models.ItemKNN` with ``A`` and ``KNN`` taken from item content
+(:class:`~recsys_ltr.neighbors.content.ContentAffinity`) instead of the feedback matrix.  A cold
+item ``i`` (no training interaction) scores through its warm content neighbours ``j`` that the user
+consumed, so it can be recommended before anyone has consumed it.
+"""
+
+from __future__ import annotations
+
+from ..neighbors.affinity import Affinity
+from ..neighbors.content import ContentAffinity
+from .neighborhood import ItemKNN
+
+__all__ = ["ContentItemKNN"]
+
+
+class ContentItemKNN(ItemKNN):
+    """item-p over a precomputed content affinity.
+
+    Parameters
+    ----------
+    affinity : Affinity or fitted ContentAffinity
+        Item affinity over the catalogue of the training matrix (``n_items x n_items``, side
+        ``"item"``), e.g. ``ContentAffinity(k=100, metric=frml).fit(F)``.  Required by ``fit``;
+        a loaded model keeps its affinity in ``item_affinity_`` (the parameter is then ``None``).
+    k : int
+        Neighbourhood size, ``1 <= k <= affinity.k_max``.
+    num_threads : int
+        numba threads for scoring (0 = all).
+    show_progress : bool
+        Unused (kept for the ItemKNN interface).
+
+    Attributes
+    ----------
+    item_affinity_ : Affinity
+        The affinity used (the given one, not copied).
+    """
+
+    _affinity_kind = None  # any kind: content affinities are "custom", a given Affinity may be any
+
+    def __init__(self, affinity=None, k=100, num_threads=0, show_progress=False):
+        self.affinity = affinity
+        super().__init__(k=k, num_threads=num_threads, show_progress=show_progress)
+
+    def _fit(self, X):
+        A = self.affinity
+        if isinstance(A, ContentAffinity):
+            if not hasattr(A, "affinity_"):
+                raise ValueError("the ContentAffinity given as affinity is not fitted; call its fit(F) first")
+            A = A.affinity_
+        if not isinstance(A, Affinity):
+            raise TypeError(f"affinity must be an Affinity or a fitted ContentAffinity, got {type(A).__name__}")
+        if A.side != "item" or A.n != X.shape[1]:
+            raise ValueError(f"affinity must be an item affinity over the {X.shape[1]} items of X, got {A!r}")
+        if self.k > A.k_max:
+            raise ValueError(f"k={self.k} exceeds the affinity's k_max={A.k_max}")
+        self.item_affinity_ = A
+
+    def save(self, path):
+        """As :meth:`Recommender.save`; the affinity is saved in the fitted state (parameter ``None``)."""
+        given = self.affinity
+        self.affinity = None
+        try:
+            super().save(path)
+        finally:
+            self.affinity = given

@@ -1,0 +1,199 @@
+"""Content affinity: item neighbourhoods from item content under a (learned) metric (issue 7 sec. 4).
+
+Items nobody has consumed have no collaborative neighbours, but they have content (tags, text).
+:class:`ContentAffinity` embeds the content ``F`` (items x features) with a metric -- a fitted
+:class:`~recsys_ltr.metric.FRML` or anything with ``transform`` (Euclidean on ``F`` itself when
+``metric=None``) -- and keeps, for every item ``i``, its ``k`` nearest other items
+
+    KNN(i) = the k items j != i with the smallest d(i, j) = ||z_i - z_j||, ties by smaller id,
+
+with the Gaussian affinity (a decreasing function of the distance, so neighbourhood order and
+affinity order agree)
+
+    A_ij = exp(-d(i, j)^2 / sigma^2),   sigma^2 = median of d(i, j)^2 over all stored (i, j)
+
+(``bandwidth`` overrides ``sigma^2``).  The result is an :class:`~recsys_ltr.neighbors.affinity.Affinity`
+(kind ``"custom"``, rows most similar first, so every ``k' <= k`` is a row prefix), usable as
+FEBR's ``affinity=`` and by :class:`~recsys_ltr.models.content.ContentItemKNN` (item-p over
+content).  It depends on content only: items without interactions get neighbours like any other.
+
+Items whose content row is all zeros carry no information: they get no neighbours and are nobody's
+neighbour (the convention of the cosine kernels, where rows without co-occurrence are never
+neighbours).  ``metric=None`` uses ``F`` as given: the usual input is tf-idf weighted, L2-normalised
+tag counts (then ``d^2 = 2 - 2 cos``, the cosine neighbourhood).
+
+Distances are computed in blocks of rows (``||a||^2 + ||b||^2 - 2 a.b`` by BLAS, or sparse products
+for sparse ``F`` without a metric); a block of ``b x n_items`` distances is never larger than
+``2**22`` floats, so memory is ``O(n k)`` plus one block, never ``n x n``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from .affinity import Affinity
+from .knn import check_k
+
+__all__ = ["ContentAffinity", "top_fraction"]
+
+_BLOCK_FLOATS = 2**22  # bound on one dense distance block (32 MiB of float64)
+
+
+class ContentAffinity(BaseEstimator):
+    """Top-``k`` item neighbours by distance in a content embedding, as an :class:`Affinity`.
+
+    Parameters
+    ----------
+    k : int
+        Neighbourhood size ``k_max`` of the affinity, ``1 <= k < n_items``.
+    metric : None, fitted FRML or object with ``transform(F)``
+        Embedding ``z_i``; ``None``: the rows of ``F`` themselves (Euclidean distance).
+    bandwidth : float > 0, optional
+        ``sigma^2`` of the Gaussian affinity; default: the median squared neighbour distance
+        (1 when that median is 0).
+
+    Attributes
+    ----------
+    affinity_ : Affinity
+        ``n_items x n_items``, kind ``"custom"``, side ``"item"``, ``k_max = k``.
+    bandwidth_ : float
+        The ``sigma^2`` used.
+    n_items_ : int
+    """
+
+    def __init__(self, k=100, metric=None, bandwidth=None):
+        self.k = k
+        self.metric = metric
+        self.bandwidth = bandwidth
+
+    def fit(self, F, y=None):
+        """Compute the neighbourhoods of the items whose content rows are ``F`` (n_items x d)."""
+        F = _check_content(F)
+        n = F.shape[0]
+        k = check_k(self.k, n, "items")
+        bandwidth = self._check_bandwidth()
+        Z = self._embed(F)
+        has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
+        S = _nearest(Z, k, has_content)  # data = squared distances
+        if bandwidth is None:
+            median = float(np.median(S.data)) if S.nnz else 0.0
+            bandwidth = median if median > 0 else 1.0
+        S.data = np.exp(-S.data / bandwidth)
+        self.affinity_ = Affinity(S, k, "custom", "item")
+        self.bandwidth_ = float(bandwidth)
+        self.n_items_ = n
+        return self
+
+    def _check_bandwidth(self):
+        b = self.bandwidth
+        if b is None:
+            return None
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not np.isfinite(b) or b <= 0:
+            raise ValueError(f"bandwidth must be None or a finite real > 0, got {b!r}")
+        return float(b)
+
+    def _embed(self, F):
+        """``z_i``: dense ``metric.transform(F)``, or ``F`` itself (kept sparse) without a metric."""
+        if self.metric is None:
+            return F
+        if not callable(getattr(self.metric, "transform", None)):
+            raise TypeError(f"metric must be None or have a transform method, got {type(self.metric).__name__}")
+        if isinstance(self.metric, BaseEstimator):
+            check_is_fitted(self.metric)  # NotFittedError (a ValueError) with sklearn's message
+        Z = np.asarray(self.metric.transform(F), dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[0] != F.shape[0]:
+            raise ValueError(f"metric.transform returned shape {Z.shape}, expected ({F.shape[0]}, n_components)")
+        if not np.all(np.isfinite(Z)):
+            raise ValueError("metric.transform returned NaN or infinite values")
+        return np.ascontiguousarray(Z)
+
+    def transform(self, F=None):
+        """The fitted affinity's CSR matrix (``F`` is ignored; scikit-learn pipeline habit)."""
+        check_is_fitted(self, "affinity_")
+        return self.affinity_.matrix.copy()
+
+
+def _check_content(F):
+    """Content as float64 CSR (sparse input) or C-contiguous 2-D array; finite, non-empty."""
+    if sp.issparse(F):
+        F = sp.csr_matrix(F, dtype=np.float64)
+        F.sum_duplicates()
+        F.eliminate_zeros()
+        values = F.data
+    else:
+        F = np.asarray(F)
+        if F.dtype == object or not (np.issubdtype(F.dtype, np.number) or F.dtype == bool):
+            raise TypeError(f"content F must be numeric, got dtype {F.dtype}")
+        F = np.ascontiguousarray(F, dtype=np.float64)
+        values = F
+    if F.ndim != 2:
+        raise ValueError(f"content F must be 2-D (n_items, n_features), got shape {F.shape}")
+    if F.shape[0] < 2 or F.shape[1] < 1:
+        raise ValueError(f"content F needs at least 2 items and 1 feature, got shape {F.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("content F holds NaN or infinite values")
+    if not np.any(values != 0):
+        raise ValueError("content F is all zeros: no item has content")
+    return F
+
+
+def _nearest(Z, k, has_content) -> sp.csr_matrix:
+    """CSR of the ``k`` nearest other rows of ``Z`` (rows with content only), nearest first, ties
+    by smaller id; values are squared distances."""
+    n = Z.shape[0]
+    sparse = sp.issparse(Z)
+    norms = np.asarray(Z.multiply(Z).sum(axis=1)).ravel() if sparse else np.einsum("ij,ij->i", Z, Z)
+    ZT = Z.T.tocsc() if sparse else Z.T
+    no_content = ~has_content
+    step = max(1, _BLOCK_FLOATS // n)
+    rows_out, cols_out, vals_out = [], [], []
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        G = (Z[lo:hi] @ ZT).toarray() if sparse else Z[lo:hi] @ ZT
+        D = norms[lo:hi, None] + norms[None, :] - 2.0 * G
+        np.maximum(D, 0.0, out=D)
+        D[np.arange(hi - lo), np.arange(lo, hi)] = np.inf  # self is never a neighbour
+        D[:, no_content] = np.inf
+        D[no_content[lo:hi]] = np.inf
+        r, c = _select_k_smallest(D, k)
+        rows_out.append(r + lo)
+        cols_out.append(c)
+        vals_out.append(D[r, c])
+    rows, cols, vals = (np.concatenate(a) for a in (rows_out, cols_out, vals_out))
+    order = np.lexsort((cols, vals, rows))  # by row, then distance, then id
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return sp.csr_matrix((vals[order], cols[order].astype(np.int32), indptr), shape=(n, n))
+
+
+def _select_k_smallest(D, k):
+    """``(rows, cols)`` of the ``min(k, #finite)`` smallest finite entries of each row of ``D``,
+    ties at the k-th value resolved towards smaller column ids; O(size of D)."""
+    kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+    below = D < kth[:, None]
+    need = k - below.sum(axis=1)
+    at = D == kth[:, None]
+    at &= np.cumsum(at, axis=1) <= need[:, None]  # columns are in id order: the first `need` ties
+    chosen = (below | at) & np.isfinite(D)
+    return np.nonzero(chosen)
+
+
+def top_fraction(S, frac, exclude_self):
+    """CSR with ones at the ``ceil(frac * width)`` largest entries of each row of the dense block ``S``.
+
+    The collaborative relevance of issue 7 (sec. 3-4): with ``S`` the cosines of items' user
+    vectors, row ``q`` marks the ``5%`` (``frac=0.05``) nearest items of ``q``.  ``exclude_self``
+    (``S`` square, rows = columns) leaves the diagonal out and counts ``width - 1`` columns.  Ties
+    go to the smaller column id.  ``S`` is modified when ``exclude_self``.
+    """
+    k = int(np.ceil(frac * (S.shape[1] - int(exclude_self))))
+    if exclude_self:
+        np.fill_diagonal(S, -np.inf)
+    cols = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    rows = np.repeat(np.arange(S.shape[0]), k)
+    return sp.csr_matrix((np.ones(rows.size), (rows, cols.ravel())), shape=S.shape)
