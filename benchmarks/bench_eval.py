@@ -32,7 +32,6 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
 
 from recsys_ltr.datasets import load_presplit  # noqa: E402
 from recsys_ltr.metrics import DEFAULT_BLOCK_BYTES, evaluate  # noqa: E402

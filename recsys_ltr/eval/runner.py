@@ -45,10 +45,7 @@ def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, show_p
     """
     method = get_method(method_name)
     best = None
-    for params in method.grid(budget, train.shape):
-        t0 = time.perf_counter()
-        model = method.build(**params).fit(train)
-        fit_seconds = time.perf_counter() - t0
+    for params, model, fit_seconds in _fitted_grid(method, budget, train):
         adg = evaluate(model, train, val, metrics=("ADG",), k=k)["ADG"]
         if best is None or adg > best[0]:
             best = (adg, params, model, fit_seconds)
@@ -65,6 +62,31 @@ def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, show_p
         users=np.asarray(res.users),
         fit_seconds=fit_seconds,
     )
+
+
+def _fitted_grid(method, budget, train):
+    """Yield ``(params, fitted model, fit seconds)`` for every setting of the grid.
+
+    Models with ``with_k`` (neighbourhoods stored as row prefixes) are fitted once per group of
+    settings that differ only in ``k``, at the largest ``k``; smaller ones are row truncations.
+    """
+    groups: dict[str, list[dict]] = {}
+    for params in method.grid(budget, train.shape):
+        rest = {key: v for key, v in params.items() if key != "k"}
+        groups.setdefault(repr(sorted(rest.items())), []).append(params)
+    for settings in groups.values():
+        largest = max(settings, key=lambda p: p.get("k") or 0)
+        t0 = time.perf_counter()
+        model = method.build(**largest).fit(train)
+        fit_seconds = time.perf_counter() - t0
+        for params in settings:
+            if params is largest:
+                yield params, model, fit_seconds
+            elif hasattr(model, "with_k"):
+                yield params, model.with_k(params["k"]), fit_seconds
+            else:
+                t0 = time.perf_counter()
+                yield params, method.build(**params).fit(train), time.perf_counter() - t0
 
 
 def run_experiment(
