@@ -202,7 +202,7 @@ def test_clone_and_get_params():
     (dict(beta=1.5), TypeError, "beta must be an integer"),
     (dict(early_stopping=0), ValueError, "early_stopping must be"),
     (dict(init="random"), ValueError, "init must be"),
-    (dict(holdout=1.0), ValueError, "holdout must be < 1"),
+    (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\(0.0, 1.0\\)"),
     (dict(holdout=-0.1), ValueError, "holdout must be"),
     (dict(holdout=0.2, affinity=cosine_affinity(sp.csr_matrix(np.eye(15, 12)), 3)), ValueError, "give affinity as a kind"),
     (dict(validation_users=0), ValueError, "validation_users"),

@@ -32,12 +32,10 @@ z-statistics, as the paper's model does.  This is the usual stacking remedy for 
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from numba import njit
 
-from .._validation import check_feedback, check_positive_int, check_same_shape
+from .._validation import check_feedback, check_positive_int, check_real, check_same_shape
 from ..features import (_W, AGGREGATORS, SIDES, FeatureExtractor, _has, build_affinities, finish, pair_aggregates,
                         pair_features)
 from ..metrics import evaluate
@@ -223,8 +221,8 @@ class FEBR(Recommender):
             raise ValueError(f"side must be one of {SIDES}, got {self.side!r}")
         for s in self._sides:
             check_k(self.k, X.shape[1] if s == "item" else X.shape[0], f"{s}s")
-        _check_real(self.lam, "lam", 0.0)
-        _check_real(self.learning_rate, "learning_rate", 0.0, strict=True)
+        check_real(self.lam, "lam", low=0.0)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_positive_int(self.iterations, "iterations", minimum=0)
         check_positive_int(self.eval_every, "eval_every")
         if self.beta is None:
@@ -234,9 +232,7 @@ class FEBR(Recommender):
         if self.early_stopping is not None:
             check_positive_int(self.early_stopping, "early_stopping")
         if self.holdout != 0:
-            _check_real(self.holdout, "holdout", 0.0, strict=True)
-            if self.holdout >= 1:
-                raise ValueError(f"holdout must be < 1, got {self.holdout!r}")
+            check_real(self.holdout, "holdout", low=0.0, high=1.0, low_open=True, high_open=True)
             if not isinstance(self.affinity, str):
                 raise ValueError("holdout > 0 rebuilds the affinity on the feature part: give affinity as a kind")
         if self.validation_users is not None:
@@ -403,11 +399,4 @@ def _statistics(extractor):
     scaling is only a preconditioner, and a full pass costs as much as scoring every user)."""
     m = extractor.X.shape[0]
     return extractor.statistics(np.unique(np.linspace(0, m - 1, min(m, _STAT_USERS)).astype(np.int64)))
-
-
-def _check_real(value, name, low, strict=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or (
-            value <= low if strict else value < low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
-    return float(value)
 
