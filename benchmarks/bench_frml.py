@@ -13,8 +13,18 @@ Tasks
   items (at most ``--max-tags``), 70/30 split; the relevant set of item q is its 5% nearest
   database items by cosine of their user vectors in the feedback matrix.
 
-Methods: Euclidean (identity metric), FRML-WARP and FRML-AUC (β = 1; same settings otherwise),
-and metric-learn's LMNN, ITML and NCA.  metric-learn 0.7.0 calls a scikit-learn argument removed
+Methods: Euclidean (identity metric), FRML-WARP and FRML-AUC (β = 1), and metric-learn's LMNN,
+ITML and NCA.
+
+FRML tuning (dissertation sec. 3.5.1: hyper-parameters chosen by MAP on held-out data, κ tuned
+for FRML-WARP).  Both FRML variants get the same grid of learning rates ``LEARNING_RATES`` and
+initialisations (``init`` = "pca", "random"); FRML-WARP also tries ``κ in KAPPAS`` (FRML-AUC is
+β = 1 by definition and has no κ).  Other settings (``n_components``, ``max_iter``, λ = 0.1, batch
+5, reciprocal loss) are fixed per task in ``FRML_PARAMS``.  Selection: a random 20% of the TRAINING
+points become validation queries against the other 80% (relevance rebuilt on that split exactly as
+for the test queries), one fit per setting with seed 0, best validation MAP wins; the chosen
+setting is then refit on the whole training set for each of the ``--runs`` seeds and evaluated on
+the test queries.  The test queries are never used for selection.  metric-learn 0.7.0 calls a scikit-learn argument removed
 in recent releases, so the peers run in a separate virtual environment pinned to
 ``scikit-learn==1.5.*`` (created on first use under ``~/.cache/recsys_ltr/bench-venv``) through a
 subprocess; a peer that fails or exceeds ``--peer-timeout`` seconds is recorded as such.  LMNN and
@@ -52,12 +62,16 @@ from recsys_ltr.neighbors.content import top_fraction  # noqa: E402
 VENV = Path.home() / ".cache" / "recsys_ltr" / "bench-venv"
 PEER_REQUIREMENTS = ["scikit-learn==1.5.*", "metric-learn==0.7.0"]
 METRICS = ("MAP", "P@1", "P@10", "AUC")
-FRML_PARAMS = {
-    "digits": dict(n_components=32, learning_rate=0.5, max_iter=5000, kappa=0.1),
-    "wine": dict(n_components=16, learning_rate=0.5, max_iter=3000, kappa=1.0),
-    "lastfm-2k": dict(n_components=32, learning_rate=2.0, max_iter=5000, kappa=0.1, init="pca"),
-    "citeulike-a": dict(n_components=32, learning_rate=2.0, max_iter=5000, kappa=0.1, init="pca"),
+FRML_PARAMS = {  # fixed settings; the tuned ones (learning_rate, init, kappa) come from the grid
+    "digits": dict(n_components=32, max_iter=5000),
+    "wine": dict(n_components=16, max_iter=3000),
+    "lastfm-2k": dict(n_components=32, max_iter=5000),
+    "citeulike-a": dict(n_components=32, max_iter=5000),
 }
+LEARNING_RATES = (0.5, 1.0, 2.0, 4.0, 8.0)
+INITS = ("pca", "random")
+KAPPAS = (1.0, 0.1, 0.04)  # dissertation sec. 3.5.1
+VALIDATION_FRACTION = 0.2
 
 
 # ------------------------------------------------------------------------------------ tasks
@@ -97,9 +111,27 @@ def content_task(name, seed, n_items, max_tags):
     Xtr = normalize(tfidf.transform(F[tr][:, keep])).toarray()
     Xte = normalize(tfidf.transform(F[te][:, keep])).toarray()
     U = normalize(users.T.tocsr())  # items x users, unit rows: cosine of user vectors
-    Rtr = top_fraction((U[tr] @ U[tr].T).toarray(), 0.05, exclude_self=True)
+    Str = (U[tr] @ U[tr].T).toarray()  # cosines among training items, kept to split them again
+    Rtr = top_fraction(Str.copy(), 0.05, exclude_self=True)
     Rte = top_fraction((U[te] @ U[tr].T).toarray(), 0.05, exclude_self=False)
-    return dict(Xtr=Xtr, Xte=Xte, Rtr=Rtr, Rte=Rte)
+    return dict(Xtr=Xtr, Xte=Xte, Rtr=Rtr, Rte=Rte, Str=Str)
+
+
+def validation_task(task, seed):
+    """The tuning task: a random ``VALIDATION_FRACTION`` of the training points as queries against
+    the others, with relevance rebuilt on that split as for the test queries."""
+    n = task["Xtr"].shape[0]
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = int(round(VALIDATION_FRACTION * n))
+    va, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    sub = dict(Xtr=task["Xtr"][tr], Xte=task["Xtr"][va])
+    if "ytr" in task:
+        y = task["ytr"]
+        return {**sub, "ytr": y[tr], "Rte": label_relevance(y[va], y[tr])}
+    S = task["Str"]
+    Rtr = top_fraction(S[np.ix_(tr, tr)], 0.05, exclude_self=True)
+    Rte = top_fraction(S[np.ix_(va, tr)], 0.05, exclude_self=False)
+    return {**sub, "Rtr": Rtr, "Rte": Rte}
 
 
 # ------------------------------------------------------------------------------------ peers
@@ -179,23 +211,45 @@ def evaluate(task, L):
     return retrieval_metrics(Zte, Ztr, task["Rte"], ks=(1, 10))
 
 
+def fit_frml(task, params, seed, threads):
+    model = FRML(random_state=seed, num_threads=threads, **params)
+    if "ytr" in task:
+        return model.fit(task["Xtr"], task["ytr"])
+    return model.fit(task["Xtr"], relevance=task["Rtr"])
+
+
+def grid(variant):
+    """The candidate settings of one FRML variant (module docstring)."""
+    kappas = [{"kappa": k} for k in KAPPAS] if variant == "FRML-WARP" else [{"beta": 1}]
+    return [{"learning_rate": lr, "init": init, **kb} for lr in LEARNING_RATES for init in INITS for kb in kappas]
+
+
+def tune(name, task, variant, threads):
+    """The grid setting with the best validation MAP (one fit each, seed 0) and the tuning time."""
+    val = validation_task(task, 0)
+    best, best_map, elapsed = None, -np.inf, 0.0
+    for setting in grid(variant):
+        model = fit_frml(val, {**FRML_PARAMS[name], **setting}, 0, threads)
+        elapsed += model.fit_time_
+        score = evaluate(val, model.components_)["MAP"]
+        if score > best_map:
+            best, best_map = setting, score
+    return best, best_map, elapsed
+
+
 def frml_rows(name, task, runs, threads):
     rows = {}
-    for label, extra in (("FRML-WARP", {}), ("FRML-AUC", {"beta": 1})):
-        params = {**FRML_PARAMS[name], **extra}
-        if "beta" in params:
-            params.pop("kappa")
+    for variant in ("FRML-WARP", "FRML-AUC"):
+        setting, val_map, tune_time = tune(name, task, variant, threads)
+        params = {**FRML_PARAMS[name], **setting}
         results, times = [], []
         for seed in range(runs):
-            model = FRML(random_state=seed, num_threads=threads, **params)
-            if "ytr" in task:
-                model.fit(task["Xtr"], task["ytr"])
-            else:
-                model.fit(task["Xtr"], relevance=task["Rtr"])
+            model = fit_frml(task, params, seed, threads)
             results.append(evaluate(task, model.components_))
             times.append(model.fit_time_)
-        rows[label] = ({m: float(np.median([r[m] for r in results])) for m in METRICS}, float(np.median(times)), "")
-        rows[label] = (*rows[label][:2], ", ".join(f"{k}={v}" for k, v in params.items()))
+        note = ", ".join(f"{k}={v}" for k, v in setting.items())
+        note += f" (val MAP {val_map:.4f}; {len(grid(variant))} settings tuned in {tune_time:.0f} s)"
+        rows[variant] = ({m: float(np.median([r[m] for r in results])) for m in METRICS}, float(np.median(times)), note)
     return rows
 
 

@@ -11,8 +11,13 @@ Protocol (per data set and seed)
   item's rank counts cold candidates only (ADG, REC@10 depend on the rank alone; ties by id, since
   cold items all have training popularity 0).  Users with no training interaction (nothing to
   build on) or no cold test item are not evaluated.
-* FRML is fit on the warm items' content with relevance = each warm item's 5% nearest warm items
-  by cosine of their user vectors in the training matrix (settings of ``bench_frml.py``).
+* FRML is fit on the warm items' content with relevance = each warm item's nearest warm items by
+  cosine of their user vectors in the training matrix (a fraction ``relevance`` of them).  Fixed:
+  ``FRML_FIXED`` (the learning rate and init chosen on validation in ``bench_frml.py``); chosen per
+  seed from ``FRML_GRID`` (rank, relevance fraction) and ``BLEND_WEIGHTS`` by validation ADG on
+  pseudo-cold items: 20% of the WARM items have their training interactions hidden, the metric is
+  fit on the remaining warm items, and item-p recommends the pseudo-cold ones.  The cold test items
+  are never used for selection.
 
 Methods
 -------
@@ -23,7 +28,12 @@ Methods
   training popularity of its Euclidean content neighbours (same list for every user).
 * ``item-p Euclid``: content item-p (ContentItemKNN) over ContentAffinity(metric=None): Euclidean
   on tf-idf/L2 content (the cosine neighbourhood of tag vectors).
-* ``item-p FRML``: the same over ContentAffinity(metric=FRML fitted as above).
+* ``item-p FRML``: the same over ContentAffinity(metric=FRML fitted as above; the grid setting
+  with the best validation ADG for FRML alone).
+* ``item-p blend``: the same over :class:`BlendedMetric` (raw tag distance and FRML's distance,
+  weight ``w`` of the learned one), ``w`` and FRML's setting chosen on validation; ``w = 0``
+  (Euclidean) is a candidate, so this row equals ``item-p Euclid`` when FRML does not help on
+  validation.
 * ``oracle pop``: the cold items' TEST counts, a reference only (not a valid method: it reads the
   test set); it shows how much of the task pure popularity explains.
 
@@ -38,7 +48,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +56,6 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_frml import FRML_PARAMS  # noqa: E402  (same directory)
 
 from recsys_ltr.metric.frml import FRML  # noqa: E402
 from recsys_ltr.metrics import evaluate  # noqa: E402
@@ -56,6 +64,9 @@ from recsys_ltr.neighbors.content import ContentAffinity, top_fraction  # noqa: 
 
 METRICS = ("ADG", "REC@10")
 COLD_FRACTION = 0.2
+FRML_FIXED = dict(learning_rate=8.0, init="pca", kappa=0.1, max_iter=5000)  # as tuned in bench_frml.py
+FRML_GRID = [dict(n_components=m, relevance=f) for m in (32, 64) for f in (0.05, 0.01)]
+BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the learned distance (0: Euclidean on tags)
 
 
 def catalogue(name, n_items, max_tags):
@@ -79,10 +90,12 @@ def catalogue(name, n_items, max_tags):
     return X, sp.csr_matrix(content)
 
 
-def cold_split(X, seed):
-    """(train, test, cold ids): test holds all interactions with a random 20% of the items."""
+def cold_split(X, seed, candidates=None):
+    """(train, test, cold ids): test holds all interactions with a random 20% of ``candidates``
+    (default: every item)."""
     n = X.shape[1]
-    cold = np.sort(np.random.default_rng(seed).choice(n, int(round(COLD_FRACTION * n)), replace=False))
+    candidates = np.arange(n) if candidates is None else candidates
+    cold = np.sort(np.random.default_rng(seed).choice(candidates, int(round(COLD_FRACTION * candidates.size)), replace=False))
     is_cold = np.zeros(n, bool)
     is_cold[cold] = True
     coo = X.tocoo()
@@ -91,12 +104,40 @@ def cold_split(X, seed):
     return part(~on_cold), part(on_cold), cold
 
 
-def fit_frml(name, train, content, cold, seed, threads):
-    """FRML on the warm items, relevance = 5% nearest warm items by cosine of user vectors."""
+def fit_frml(train, content, cold, setting, seed, threads):
+    """FRML on the warm items, relevance = the ``setting["relevance"]`` fraction of nearest warm
+    items by cosine of user vectors in ``train``."""
+    params = dict(setting)
+    frac = params.pop("relevance")
     warm = np.setdiff1d(np.arange(train.shape[1]), cold)
     U = normalize(sp.csr_matrix(train.T)[warm])
-    R = top_fraction((U @ U.T).toarray(), 0.05, exclude_self=True)
-    return FRML(random_state=seed, num_threads=threads, **FRML_PARAMS[name]).fit(content[warm], relevance=R)
+    R = top_fraction((U @ U.T).toarray(), frac, exclude_self=True)
+    return FRML(random_state=seed, num_threads=threads, **FRML_FIXED, **params).fit(content[warm], relevance=R)
+
+
+class BlendedMetric:
+    """Content embedding whose squared distance mixes the raw and the learned one:
+    ``(1 - w) d_F(i, j)^2 / s_F + w d_L(i, j)^2 / s_L``, each ``s`` the mean squared distance between
+    distinct items with content (so ``w`` weighs comparable scales; ``w = 0`` is Euclidean on F,
+    ``w = 1`` FRML alone, up to a scale that the affinity's median bandwidth absorbs)."""
+
+    def __init__(self, frml, weight, F):
+        self.frml, self.weight = frml, weight
+        rows = np.diff(sp.csr_matrix(F).indptr) > 0
+        self.scales = [_mean_sq_distance(Z[rows]) for Z in self._parts(F)]
+
+    def _parts(self, F):
+        return np.asarray(sp.csr_matrix(F).toarray()), self.frml.transform(F)
+
+    def transform(self, F):
+        (ZF, ZL), (sF, sL) = self._parts(F), self.scales
+        return np.hstack((np.sqrt((1 - self.weight) / sF) * ZF, np.sqrt(self.weight / sL) * ZL))
+
+
+def _mean_sq_distance(Z):
+    """Mean of ||z_i - z_j||^2 over ordered pairs i != j, in closed form."""
+    n = Z.shape[0]
+    return 2.0 * n / (n - 1) * float((Z * Z).sum(axis=1).mean() - (Z.mean(axis=0) ** 2).sum())
 
 
 def cold_scorer(score_rows, cold, n_items):
@@ -115,37 +156,77 @@ def constant_scorer(values):
     return lambda ids: np.broadcast_to(values, (len(ids), values.size))
 
 
+def cold_metrics(score, train, test, cold, threads, metrics=METRICS):
+    """ADG / REC@10 of ``score`` over the cold items, for users with a training interaction."""
+    users = np.flatnonzero(np.diff(train.indptr) > 0)
+    res = evaluate(cold_scorer(score, cold, train.shape[1]), train, test, metrics=metrics, users=users,
+                   num_threads=threads)
+    return {m: res[m] for m in metrics}, len(res.users)
+
+
+def item_p(content, metric, train, k, threads):
+    affinity = ContentAffinity(k=k, metric=metric).fit(content)
+    return ContentItemKNN(affinity, k=k, num_threads=threads).fit(train).score
+
+
+def select(train, content, cold, seed, k, threads):
+    """Choose FRML's setting (``FRML_GRID``) and the blend weight (``BLEND_WEIGHTS``) by ADG on
+    pseudo-cold items: 20% of the warm items whose training interactions are hidden in turn.
+    Returns ``{w: (best setting at w, its validation ADG)}``."""
+    warm = np.setdiff1d(np.arange(train.shape[1]), cold)
+    vtrain, vtest, vcold = cold_split(train, seed + 1000, candidates=warm)
+    hidden = np.union1d(cold, vcold)
+    best = {}
+    for setting in FRML_GRID:
+        frml = fit_frml(vtrain, content, hidden, setting, seed, threads)
+        for w in BLEND_WEIGHTS[1:]:
+            adg = cold_metrics(item_p(content, BlendedMetric(frml, w, content), vtrain, k, threads),
+                               vtrain, vtest, vcold, threads, ("ADG",))[0]["ADG"]
+            if adg > best.get(w, (None, -np.inf))[1]:
+                best[w] = (setting, adg)
+    euclid = cold_metrics(item_p(content, None, vtrain, k, threads), vtrain, vtest, vcold, threads, ("ADG",))
+    best[0.0] = (None, euclid[0]["ADG"])
+    return best
+
+
 def run(name, X, content, seed, k, threads):
     train, test, cold = cold_split(X, seed)
     n_items = X.shape[1]
-    users = np.flatnonzero(np.diff(train.indptr) > 0)
-    start = time.perf_counter()
-    euclid = ContentAffinity(k=k).fit(content)
-    t_euclid = time.perf_counter() - start
-    frml = fit_frml(name, train, content, cold, seed, threads)
-    start = time.perf_counter()
-    learned = ContentAffinity(k=k, metric=frml).fit(content)
-    t_learned = time.perf_counter() - start
+    chosen = select(train, content, cold, seed, k, threads)
+    w_best = max(chosen, key=lambda w: chosen[w][1])
+    frml_setting = chosen[1.0][0]
+    frml = fit_frml(train, content, cold, frml_setting, seed, threads)
+    blend_setting = chosen[w_best][0]
+    if w_best == 0.0:
+        blend = None
+    elif blend_setting == frml_setting:
+        blend = BlendedMetric(frml, w_best, content)
+    else:
+        blend = BlendedMetric(fit_frml(train, content, cold, blend_setting, seed, threads), w_best, content)
 
     popularity = np.diff(train.tocsc().indptr).astype(np.float64)
-    A = euclid.affinity_.matrix
+    A = ContentAffinity(k=k).fit(content).affinity_.matrix
     mass = np.asarray(A.sum(axis=1)).ravel()
     content_pop = (A @ popularity) / np.where(mass > 0, mass, 1.0)
     scorers = {
         "random (pop)": constant_scorer(np.random.default_rng(seed + 1).random(n_items)),
         "content-pop": constant_scorer(content_pop),
-        "item-p Euclid": ContentItemKNN(euclid, k=k, num_threads=threads).fit(train).score,
-        "item-p FRML": ContentItemKNN(learned, k=k, num_threads=threads).fit(train).score,
+        "item-p Euclid": item_p(content, None, train, k, threads),
+        "item-p FRML": item_p(content, frml, train, k, threads),
+        "item-p blend": item_p(content, blend, train, k, threads),
         "oracle pop": constant_scorer(np.diff(test.tocsc().indptr).astype(np.float64)),
     }
     results = {}
     for method, score in scorers.items():
-        res = evaluate(cold_scorer(score, cold, n_items), train, test, metrics=METRICS, users=users,
-                       num_threads=threads)
-        results[method] = {m: res[m] for m in METRICS}
-    info = dict(users=len(res.users), cold=cold.size, test=test.nnz, frml_fit=frml.fit_time_,
-                knn_euclid=t_euclid, knn_frml=t_learned)
+        results[method], n_users = cold_metrics(score, train, test, cold, threads)
+    info = dict(users=n_users, cold=cold.size, test=test.nnz, frml_fit=frml.fit_time_,
+                frml=_describe(frml_setting), blend=f"w={w_best}" + ("" if blend is None else f", {_describe(blend_setting)}"),
+                val={w: round(v[1], 4) for w, v in sorted(chosen.items())})
     return results, info
+
+
+def _describe(setting):
+    return ", ".join(f"{key}={value}" for key, value in setting.items())
 
 
 def main():
@@ -166,12 +247,12 @@ def main():
             print(f"\n## {name}: skipped ({exc})")
             continue
         runs = [run(name, X, content, seed, args.k, threads) for seed in range(args.runs)]
-        info = {key: float(np.median([r[1][key] for r in runs])) for key in runs[0][1]}
+        info = {key: float(np.median([r[1][key] for r in runs])) for key in ("users", "cold", "test", "frml_fit")}
         print(f"\n## {name}: {X.shape[0]} users x {X.shape[1]} items ({content.shape[1]} tags), "
               f"{info['cold']:.0f} cold items, {info['test']:.0f} test interactions, {info['users']:.0f} users "
-              f"evaluated; k = {args.k}")
-        print(f"#   FRML fit {info['frml_fit']:.1f} s, content KNN {info['knn_euclid']:.2f} s (Euclid) / "
-              f"{info['knn_frml']:.2f} s (FRML)")
+              f"evaluated; k = {args.k}; FRML fit {info['frml_fit']:.1f} s")
+        for seed, (_, r) in enumerate(runs):
+            print(f"#   seed {seed}: FRML {r['frml']}; blend {r['blend']}; validation ADG by w {r['val']}")
         base = {m: np.median([r[0]["item-p Euclid"][m] for r in runs]) for m in METRICS}
         print(f"{'method':<15} " + " ".join(f"{m:>8}" for m in METRICS) + " " + " ".join(f"{m + '/Eu':>10}" for m in METRICS))
         for method in runs[0][0]:

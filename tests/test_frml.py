@@ -269,6 +269,21 @@ def test_reproducible_and_thread_independent(task):
     assert not np.allclose(a, c)
 
 
+def test_blas_runs_on_one_thread_during_sgd_and_is_restored(task, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    import recsys_ltr.metric.frml as frml_module
+
+    Xtr, ytr, _, _ = task
+    blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]  # noqa: E731
+    before, seen = blas(), []
+    step = frml_module._step
+    monkeypatch.setattr(frml_module, "_step", lambda *a: (seen.append(blas()), step(*a))[1])
+    FRML(n_components=3, max_iter=3, random_state=0).fit(Xtr, ytr)
+    assert seen and all(threads == [1] * len(before) for threads in seen)
+    assert blas() == before
+
+
 def test_supervision_forms_agree(task):
     Xtr, ytr, _, _ = task
     kw = dict(n_components=3, max_iter=100, random_state=0, num_threads=1)
