@@ -2,9 +2,12 @@
 
 from .base import Recommender
 from .content import ContentItemKNN
+from .ease import EASE
+from .factorization import ALS, BPR, LightFMWARP
 from .febr import FEBR
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .slim import SLIM
 
-__all__ = ["Recommender", "Popularity", "ItemKNN", "UserKNN", "KUNN", "SLIM", "FEBR", "ContentItemKNN"]
+__all__ = ["Recommender", "Popularity", "ItemKNN", "UserKNN", "KUNN", "SLIM", "FEBR", "ContentItemKNN",
+           "EASE", "ALS", "BPR", "LightFMWARP"]

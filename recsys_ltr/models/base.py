@@ -28,7 +28,7 @@ from .._validation import check_feedback, check_ids, check_positive_int, numba_t
 from ..neighbors.affinity import Affinity
 from ..neighbors.knn import better, heap_offer, heap_sort_best_first
 
-__all__ = ["Recommender", "sparse_dense_product", "rank_rows", "FORMAT_VERSION"]
+__all__ = ["Recommender", "sparse_dense_product", "rank_rows", "rank_dense_rows", "FORMAT_VERSION"]
 
 #: Version of the file layout written by :meth:`Recommender.save`.
 FORMAT_VERSION = 1
@@ -325,6 +325,14 @@ class Recommender(BaseEstimator):
         model._prepare()
         return model
 
+    def _check_dense_state(self, path, shapes):
+        """Check loaded dense attributes against their expected ``shapes`` (name -> shape)."""
+        for name, shape in shapes.items():
+            value = getattr(self, name)
+            if not isinstance(value, np.ndarray) or value.shape != tuple(shape):
+                got = getattr(value, "shape", type(value).__name__)
+                raise ValueError(f"{path}: {name} must be a dense array of shape {tuple(shape)}, got {got}")
+
     def _check_state(self, path):
         """Cross-check loaded affinities (side, kind, shape, ``k_max``) before use by numba kernels."""
         for name in self._state_attributes:
@@ -357,6 +365,18 @@ def rank_rows(S, n_out):
     out_scores = np.full((S.shape[0], n_out), -np.inf)
     out_ids[rows[keep], pos[keep]] = cols[keep]
     out_scores[rows[keep], pos[keep]] = vals[keep]
+    return out_ids, out_scores
+
+
+def rank_dense_rows(rows_of, items, n_out, n_cols):
+    """:func:`rank_rows` of the dense rows ``rows_of(chunk)`` (one per id of ``chunk``, ``n_cols``
+    columns), computed for ``items`` in chunks of at most ``_BLOCK_FLOATS`` floats."""
+    out_ids = np.empty((items.size, n_out), np.int64)
+    out_scores = np.empty((items.size, n_out))
+    step = max(1, _BLOCK_FLOATS // n_cols)
+    for lo in range(0, items.size, step):
+        block = slice(lo, lo + step)
+        out_ids[block], out_scores[block] = rank_rows(sp.csr_matrix(rows_of(items[block])), n_out)
     return out_ids, out_scores
 
 

@@ -1,0 +1,309 @@
+"""Matrix-factorisation anchors wrapping implicit (ALS, BPR) and LightFM (WARP).
+
+All score ``score(u, i) = U_u . V_i`` with dense float64 factors ``user_factors_`` and
+``item_factors_``; bias terms are folded into extra factor columns so that the product is the
+library's own prediction.  The underlying libraries train in float32 and, with more than one
+thread, asynchronously (BPR, LightFM: Hogwild SGD), so only ``num_threads=1`` with a fixed
+``random_state`` gives bit-identical factors; ALS is deterministic at any thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from threadpoolctl import threadpool_limits
+
+from .._validation import check_num_threads, check_positive_int, check_random_state, check_real
+from .base import Recommender, rank_dense_rows
+
+__all__ = ["ALS", "BPR", "LightFMWARP"]
+
+
+class _Factorization(Recommender):
+    """Shared scoring, fold-in hook, ``similar_items`` and state checks of the factor models."""
+
+    item_based = False
+    _state_attributes = ("user_factors_", "item_factors_")
+    #: trailing factor columns holding bias terms (left out of ``similar_items``)
+    _bias_columns = 0
+
+    @property
+    def _n_columns(self):
+        """Columns of the fitted factor matrices."""
+        return self.factors + self._bias_columns
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        check_random_state(self.random_state)
+
+    def _score_rows(self, rows, ids, recalculate):
+        U = self._fold_in(rows) if recalculate else self.user_factors_[ids]
+        return U @ self.item_factors_.T
+
+    def _fold_in(self, rows):
+        raise ValueError(
+            f"{type(self).__name__} cannot score users from user_items (recalculate_user=True): its user "
+            "factors are learnt only by fit; refit with the new users' rows"
+        )
+
+    def _similar(self, items, n_out):
+        """Cosine of the item factors (bias columns excluded), implicit's ``similar_items``."""
+        E = self.item_factors_[:, : self.item_factors_.shape[1] - self._bias_columns]
+        norms = np.linalg.norm(E, axis=1)
+        E = E / np.where(norms > 0, norms, 1.0)[:, None]
+
+        def rows_of(chunk):
+            S = E[chunk] @ E.T
+            S[np.arange(chunk.size), chunk] = 0.0  # the item itself is never returned
+            return S
+
+        return rank_dense_rows(rows_of, items, n_out, self.n_items_)
+
+    def _check_state(self, path):
+        d = self._n_columns
+        self._check_dense_state(path, {"user_factors_": (self.n_users_, d), "item_factors_": (self.n_items_, d)})
+
+    def _store(self, user_factors, item_factors):
+        self.user_factors_ = np.ascontiguousarray(user_factors, dtype=np.float64)
+        self.item_factors_ = np.ascontiguousarray(item_factors, dtype=np.float64)
+
+
+class _Implicit(_Factorization):
+    """Fitting through an implicit model, with the BLAS pool limited to one thread as implicit advises."""
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        check_positive_int(self.factors, "factors")
+        check_real(self.regularization, "regularization", low=0.0)
+        check_positive_int(self.iterations, "iterations")
+
+    def _fit(self, X):
+        with threadpool_limits(1, user_api="blas"):  # also silences implicit's OpenBLAS warning
+            model = self._implicit_model(factors=self.factors, regularization=float(self.regularization),
+                                         iterations=self.iterations, num_threads=check_num_threads(self.num_threads),
+                                         random_state=check_random_state(self.random_state))
+            model.fit(X.astype(np.float32), show_progress=self.show_progress)
+        self._store(model.user_factors, model.item_factors)
+
+    def _implicit_model(self, **common):
+        """The unfitted implicit model built from the ``common`` and the class's own parameters."""
+        raise NotImplementedError
+
+
+class ALS(_Implicit):
+    """WRMF (Hu, Koren & Volinsky 2008) by implicit's conjugate-gradient ALS.
+
+    implicit 0.7 minimises ``sum_ui c_ui (p_ui - U_u . V_i)^2 + regularization (||U||^2 + ||V||^2)``
+    with ``p_ui = 1`` and confidence ``c_ui = alpha`` on the positives and ``c_ui = 1``, ``p_ui = 0``
+    elsewhere: implicit scales the feedback by ``alpha``, so Hu et al.'s confidence ``1 + a r``
+    of a binary positive is ``alpha = 1 + a`` here (``alpha = 1`` weighs positives like negatives).
+
+    ``recommend(..., user_items=R, recalculate_user=True)`` folds users in by the closed-form least
+    squares given ``V`` (implicit's ``recalculate_user``, in float64)::
+
+        U_u = (V^T V + (alpha - 1) V_P^T V_P + regularization I)^{-1} alpha V_P^T 1
+
+    where ``V_P`` holds the factors of the user's items (a user without items gets ``U_u = 0``).
+
+    Parameters
+    ----------
+    factors : int
+        Dimension of the factors.
+    regularization : float >= 0
+        L2 penalty.
+    alpha : float > 0
+        Confidence of the positives.
+    iterations : int
+        ALS sweeps.
+    random_state : None, int or numpy.random.Generator
+        Seed of the initial factors.
+    num_threads : int
+        Threads of implicit and of the fold-in kernel (0 = all).
+    show_progress : bool
+        implicit's progress bar.
+
+    Attributes
+    ----------
+    user_factors_, item_factors_ : ndarray of shape (n_users, factors), (n_items, factors)
+    """
+
+    def __init__(self, factors=64, regularization=0.01, alpha=1.0, iterations=15, random_state=0,
+                 num_threads=0, show_progress=False):
+        self.factors = factors
+        self.regularization = regularization
+        self.alpha = alpha
+        self.iterations = iterations
+        self.random_state = random_state
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+
+    def _implicit_model(self, **common):
+        from implicit.cpu.als import AlternatingLeastSquares
+
+        return AlternatingLeastSquares(alpha=float(self.alpha), **common)
+
+    def _prepare(self):
+        super()._prepare()
+        self.gram_ = self.item_factors_.T @ self.item_factors_
+
+    def _fold_in(self, rows):
+        out = np.zeros((rows.shape[0], self.factors))
+        _als_fold_in(rows.indptr, rows.indices, self.item_factors_, self.gram_, float(self.regularization),
+                     float(self.alpha), out)
+        return out
+
+
+@njit(parallel=True, cache=True)
+def _als_fold_in(indptr, indices, V, gram, regularization, alpha, out):
+    f = V.shape[1]
+    w = alpha - 1.0  # extra confidence of a positive; 0 when alpha = 1
+    for r in prange(indptr.shape[0] - 1):
+        if indptr[r] == indptr[r + 1]:
+            continue
+        A = gram + regularization * np.eye(f)
+        b = np.zeros(f)
+        for p in range(indptr[r], indptr[r + 1]):
+            j = indices[p]
+            for a in range(f):
+                b[a] += alpha * V[j, a]
+                if w != 0.0:
+                    wa = w * V[j, a]
+                    for c in range(f):
+                        A[a, c] += wa * V[j, c]
+        out[r] = np.linalg.solve(A, b)
+
+
+class BPR(_Implicit):
+    """BPR-MF (Rendle et al. 2009) by implicit's Hogwild SGD.
+
+    implicit learns an item bias as an extra factor column (the user's entry is fixed at 1), so
+    the fitted matrices have ``factors + 1`` columns and ``U V^T`` includes the bias.  Users are
+    learnt only by ``fit``: ``recalculate_user=True`` raises.
+
+    Parameters
+    ----------
+    factors : int
+        Dimension of the factors (without the bias column).
+    learning_rate : float > 0
+        SGD step.
+    regularization : float >= 0
+        L2 penalty (the same for users, items and biases).
+    iterations : int
+        Epochs.
+    random_state : None, int or numpy.random.Generator
+        Seed of the initial factors and of the sampler.
+    num_threads : int
+        implicit's threads (0 = all); only ``num_threads=1`` is reproducible.
+    show_progress : bool
+        implicit's progress bar.
+
+    Attributes
+    ----------
+    user_factors_, item_factors_ : ndarray of shape (n_users, factors + 1), (n_items, factors + 1)
+    """
+
+    _bias_columns = 1
+
+    def __init__(self, factors=64, learning_rate=0.01, regularization=0.01, iterations=100, random_state=0,
+                 num_threads=0, show_progress=False):
+        self.factors = factors
+        self.learning_rate = learning_rate
+        self.regularization = regularization
+        self.iterations = iterations
+        self.random_state = random_state
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
+
+    def _implicit_model(self, **common):
+        from implicit.cpu.bpr import BayesianPersonalizedRanking
+
+        return BayesianPersonalizedRanking(learning_rate=float(self.learning_rate), **common)
+
+
+class LightFMWARP(_Factorization):
+    """LightFM (Kula 2015) with the WARP loss and identity features (a pure collaborative model).
+
+    LightFM predicts ``user_bias + item_bias + user_embedding . item_embedding``; the fitted
+    matrices hold ``[user_embedding, user_bias, 1]`` and ``[item_embedding, 1, item_bias]``
+    (``no_components + 2`` columns), so ``U V^T`` is LightFM's ``predict``.  ``lightfm`` is an
+    optional dependency (``pip install "recsys-ltr[lightfm]"``, which installs ``rectools-lightfm``),
+    imported by ``fit``.  Users are learnt only by ``fit``: ``recalculate_user=True`` raises.
+
+    Parameters
+    ----------
+    no_components : int
+        Dimension of the embeddings.
+    learning_rate : float > 0
+        Initial AdaGrad step.
+    max_sampled : int
+        WARP's maximum number of negatives sampled per positive.
+    epochs : int
+        Passes over the interactions.
+    item_alpha, user_alpha : float >= 0
+        L2 penalties of the item and user features.
+    random_state : None, int or numpy.random.Generator
+        Seed of the initial embeddings and of the sampler.
+    num_threads : int
+        LightFM's threads (0 = all); only ``num_threads=1`` is reproducible.
+    show_progress : bool
+        LightFM's verbose epoch progress.
+
+    Attributes
+    ----------
+    user_factors_, item_factors_ : ndarray of shape (n_users, no_components + 2), (n_items, no_components + 2)
+    """
+
+    _bias_columns = 2
+
+    def __init__(self, no_components=64, learning_rate=0.05, max_sampled=10, epochs=30, item_alpha=0.0,
+                 user_alpha=0.0, random_state=0, num_threads=0, show_progress=False):
+        self.no_components = no_components
+        self.learning_rate = learning_rate
+        self.max_sampled = max_sampled
+        self.epochs = epochs
+        self.item_alpha = item_alpha
+        self.user_alpha = user_alpha
+        self.random_state = random_state
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    @property
+    def factors(self):
+        return self.no_components
+
+    def _validate_params(self, X):
+        super()._validate_params(X)
+        check_positive_int(self.no_components, "no_components")
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
+        check_positive_int(self.max_sampled, "max_sampled")
+        check_positive_int(self.epochs, "epochs")
+        check_real(self.item_alpha, "item_alpha", low=0.0)
+        check_real(self.user_alpha, "user_alpha", low=0.0)
+
+    def _fit(self, X):
+        try:
+            from lightfm import LightFM
+        except ImportError as exc:
+            raise ImportError(
+                'LightFMWARP needs the optional lightfm module: pip install "recsys-ltr[lightfm]" '
+                "(or pip install rectools-lightfm)"
+            ) from exc
+        seed = int(check_random_state(self.random_state).integers(2**31 - 1))
+        model = LightFM(no_components=self.no_components, loss="warp", learning_rate=float(self.learning_rate),
+                        max_sampled=self.max_sampled, item_alpha=float(self.item_alpha),
+                        user_alpha=float(self.user_alpha), random_state=np.random.RandomState(seed))
+        model.fit(X.tocoo(), epochs=self.epochs, num_threads=check_num_threads(self.num_threads),
+                  verbose=self.show_progress)
+        user_bias, user_emb = model.get_user_representations()
+        item_bias, item_emb = model.get_item_representations()
+        ones_u, ones_i = np.ones((X.shape[0], 1)), np.ones((X.shape[1], 1))
+        self._store(np.hstack([user_emb, user_bias[:, None], ones_u]),
+                    np.hstack([item_emb, ones_i, item_bias[:, None]]))
