@@ -3,17 +3,25 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from recsys_ltr import split
 from recsys_ltr.datasets import ENV_VAR, make_synthetic
+from recsys_ltr.eval import runner
 from recsys_ltr.eval.__main__ import main
-from recsys_ltr.eval.methods import METHODS, get_method
-from recsys_ltr.eval.report import format_table, summarize
-from recsys_ltr.eval.runner import FoldResult, run_experiment
+from recsys_ltr.eval.methods import METHODS, Method, get_method
+from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
+from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
 
+@pytest.fixture(scope="module")
+def small():
+    return make_synthetic(n_users=200, n_items=120, factor_scale=3.0, seed=5).matrix
+
+
+# ----------------------------------------------------------------------------- CLI
 def test_cli_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["--dataset", "synthetic", "--folds", "2", "--models", "popularity,item-p",
@@ -21,40 +29,75 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "synthetic (SYNTHETIC data" in printed
-    assert "| popularity |" in printed and "| item-p |" in printed
-    summary = json.loads((out / "summary.json").read_text())
+    assert "| n/a | popularity |" in printed and "| cosine | item-p |" in printed
+    run = out / "standard"
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["meta"]["dataset"] == "synthetic" and summary["meta"]["folds"] == 2
-    rows = pd.read_csv(out / "results.csv")
+    assert summary["meta"]["computed_units"] == 4
+    rows = pd.read_csv(run / "results.csv")
     assert set(rows["method"]) == {"popularity", "item-p"}
     assert set(rows["fold"]) == {0, 1}
     assert rows["value"].between(0, 1).all()
     # item-p uses the latent structure the generator plants; popularity cannot.
     table = {r["method"]: r for r in summary["summary"]}
     assert table["item-p"]["ADG"] > table["popularity"]["ADG"]
-    assert (out / "table.md").read_text().startswith("| method |")
+    assert summary["wilcoxon"]["ADG"]["best"] == "item-p" and summary["wilcoxon"]["ADG"]["p_value"] < 0.05
+    assert set(summary["params"]["item-p"]) == {"0", "1"}  # chosen setting per fold
+    tuning = pd.read_csv(run / "tuning.csv")
+    assert tuning.groupby(["method", "fold"])["chosen"].sum().eq(1).all()
+    assert "| affinity | method | ADG |" in (run / "table.md").read_text()
+    for m in ("ADG", "REC_at_10", "MAP", "NDCG", "ATOP"):
+        assert (run / f"{m}.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(list((out / "cache").glob("*.json"))) == 4
 
 
-def test_novelty_protocol_holds_out_no_popular_item():
-    X = make_synthetic(n_users=300, n_items=200, seed=1).matrix
-    res = run_experiment(X, ["popularity"], folds=1, protocol="novelty", exclude_top=20, show_progress=False)
-    assert len(res) == 1 and 0 <= res[0].test["ADG"] <= 1
+def test_cli_both_protocols_and_no_cache(tmp_path):
+    out = tmp_path / "run"
+    argv = ["--dataset", "synthetic", "--folds", "1", "--models", "popularity", "--protocol", "both",
+            "--exclude-top", "20", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    for protocol in ("standard", "novelty"):
+        meta = json.loads((out / protocol / "summary.json").read_text())["meta"]
+        assert meta["protocol"] == protocol and meta["computed_units"] == 1
+    assert main(argv) == 0
+    assert json.loads((out / "novelty" / "summary.json").read_text())["meta"]["computed_units"] == 0
+    assert main([*argv, "--no-cache"]) == 0
+    assert json.loads((out / "novelty" / "summary.json").read_text())["meta"]["computed_units"] == 1
 
 
-def test_runner_picks_setting_on_validation():
-    X = make_synthetic(n_users=300, n_items=200, seed=2).matrix
-    (res,) = run_experiment(X, ["item-p"], folds=1, show_progress=False)
-    assert res.params["k"] in {p["k"] for p in get_method("item-p").grid("quick")}
-    assert res.per_user["ADG"].shape == res.users.shape
+def test_novelty_protocol_holds_out_no_popular_item(small):
+    exp = run_experiment(small, ["popularity"], folds=1, protocol="novelty", exclude_top=20, show_progress=False)
+    assert len(exp.results) == 1 and 0 <= exp.results[0].test["ADG"] <= 1
 
 
-def test_bad_arguments():
-    X = make_synthetic(n_users=50, n_items=40, seed=3).matrix
+def test_runner_picks_setting_on_validation(small):
+    (res,) = run_experiment(small, ["item-p"], folds=1, show_progress=False).results
+    trials = {t["params"]["k"]: t["validation_ADG"] for t in res.trials}
+    assert set(trials) == set(get_method("item-p").main_values("quick", small.shape))
+    assert res.params["k"] == max(trials, key=trials.get)
+    assert res.per_user["ADG"].shape == res.users.shape and set(res.per_user) == set(METRICS)
+
+
+def test_febr_gets_the_validation_matrix(small, monkeypatch):
+    seen = []
+    original = runner.evaluate
+    monkeypatch.setattr("recsys_ltr.models.febr.FEBR._validation_adg",
+                        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"])
+    (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
+    _, val, _ = next(split.folds(small, 1))
+    assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives
+    assert res.params["k"] in (50, 100) and res.params["lam"] in (1e-3, 1e-2)
+
+
+def test_bad_arguments(small):
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        run_experiment(X, ["nope"], show_progress=False)
+        run_experiment(small, ["nope"], show_progress=False)
     with pytest.raises(ValueError, match="protocol"):
-        run_experiment(X, ["popularity"], protocol="other", show_progress=False)
+        run_experiment(small, ["popularity"], protocol="other", show_progress=False)
     with pytest.raises(ValueError, match="folds"):
-        run_experiment(X, ["popularity"], folds=0, show_progress=False)
+        run_experiment(small, ["popularity"], folds=0, show_progress=False)
+    with pytest.raises(ValueError, match="jobs"):
+        run_experiment(small, ["popularity"], jobs=0, show_progress=False)
     with pytest.raises(SystemExit):
         main(["--protocol", "bogus"])
 
@@ -63,8 +106,9 @@ def test_bad_arguments():
     "argv, message",
     [
         (["--folds", "0"], "--folds: must be >= 1, got 0"),
+        (["--jobs", "0"], "--jobs: must be >= 1, got 0"),
         (["--k", "x"], "--k: invalid int value: 'x'"),
-        (["--models", "popularity,nope"], "unknown model(s) nope; known: popularity"),
+        (["--models", "popularity,nope"], "unknown model(s) nope; known: item-p"),
         (["--models", ","], "unknown model(s) (none given)"),
         (["--dataset", "nope"], "unknown data set 'nope'"),
         (["--dataset", "movielens-100k", "--data-dir", "/nonexistent"], "not found (searched /nonexistent"),
@@ -92,23 +136,204 @@ def test_env_data_dir_without_the_default_set_raises(tmp_path, monkeypatch, caps
 def test_runner_folds_are_split_folds(monkeypatch):
     X = make_synthetic(n_users=60, n_items=40, seed=4).matrix
     seen = []
-    monkeypatch.setattr("recsys_ltr.eval.runner.tune_and_test",
-                        lambda name, tr, va, te, **kw: seen.append((tr, va, te)) or _result(name, -1, 0.0))
+
+    def fake(name, fold, tr, va, te, **kw):
+        seen.append((tr, va, te))
+        return _result(name, fold, 0.0)
+
+    monkeypatch.setattr(runner, "run_unit", fake)
     run_experiment(X, ["popularity"], folds=2, seed=7, show_progress=False)
     for got, want in zip(seen, split.folds(X, n_folds=2, seed=7), strict=True):
         for a, b in zip(got, want):
             assert (a != b).nnz == 0
 
 
-def test_every_method_has_a_grid_per_budget():
+# ----------------------------------------------------------------------------- cache and jobs
+def _counting(monkeypatch):
+    calls = []
+    original = runner.run_unit
+
+    def counted(name, fold, *args, **kwargs):
+        calls.append((name, fold))
+        return original(name, fold, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_unit", counted)
+    return calls
+
+
+def test_cache_resume_recomputes_only_missing_units(small, tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    kw = dict(folds=2, cache_dir=tmp_path, dataset="small", show_progress=False)
+    first = run_experiment(small, ["popularity", "item-p"], **kw)
+    assert len(calls) == 4 and len(first.computed) == 4
+    cache = UnitCache(tmp_path, **_settings(small))
+    files = {u: cache.path(*u) for u in [("popularity", 0), ("popularity", 1), ("item-p", 0), ("item-p", 1)]}
+    assert all(p.exists() for p in files.values())
+    mtimes = {u: p.stat().st_mtime_ns for u, p in files.items()}
+    files["item-p", 1].unlink()
+    calls.clear()
+    second = run_experiment(small, ["popularity", "item-p"], **kw)
+    assert calls == [("item-p", 1)] and second.computed == [("item-p", 1)]
+    assert all(files[u].stat().st_mtime_ns == mtimes[u] for u in mtimes if u != ("item-p", 1))
+    for a, b in zip(first.results, second.results, strict=True):
+        assert (a.method, a.fold, a.params, a.test) == (b.method, b.fold, b.params, b.test)
+        np.testing.assert_array_equal(a.per_user["ADG"], b.per_user["ADG"])
+        np.testing.assert_array_equal(a.users, b.users)
+    calls.clear()
+    run_experiment(small, ["popularity", "item-p"], **kw, read_cache=False)
+    assert len(calls) == 4
+
+
+def test_interrupted_run_resumes(small, tmp_path, monkeypatch):
+    original = runner.run_unit
+    done = []
+
+    def interrupted(name, fold, *args, **kwargs):
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append((name, fold))
+        return original(name, fold, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_unit", interrupted)
+    kw = dict(folds=2, cache_dir=tmp_path, dataset="small", show_progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(small, ["popularity", "item-p"], **kw)
+    assert len(list(tmp_path.glob("*.json"))) == 2 and not list(tmp_path.glob(".tmp-*"))
+    monkeypatch.setattr(runner, "run_unit", original)
+    resumed = run_experiment(small, ["popularity", "item-p"], **kw)
+    assert sorted(resumed.computed) == sorted({("popularity", 1), ("item-p", 1)})
+
+
+def test_cache_key_and_unreadable_files(small, tmp_path, capsys):
+    cache = UnitCache(tmp_path, **_settings(small))
+    other = UnitCache(tmp_path, **{**_settings(small), "budget": "paper"})
+    assert cache.path("popularity", 0) != other.path("popularity", 0)
+    assert cache.path("popularity", 0) != cache.path("popularity", 1)
+    exp = run_experiment(small, ["popularity"], folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    path = cache.path("popularity", 0)
+    assert cache.load("popularity", 0).test == exp.results[0].test
+    assert other.load("popularity", 0) is None
+    path.write_text("{not json")
+    assert cache.load("popularity", 0) is None
+    assert "ignoring unreadable cache file" in capsys.readouterr().err
+    again = run_experiment(small, ["popularity"], folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    assert again.computed == [("popularity", 0)] and cache.load("popularity", 0) is not None
+
+
+def _settings(X):
+    return dict(dataset="small", data=runner.data_fingerprint(X), protocol="standard", budget="quick", seed=0,
+                val=0.1, test=0.2, exclude_top=None, k=10)
+
+
+def test_parallel_jobs_give_the_same_results(small):
+    one = run_experiment(small, ["popularity", "item-p"], folds=2, show_progress=False)
+    two = run_experiment(small, ["popularity", "item-p"], folds=2, jobs=2, show_progress=False)
+    assert [(r.method, r.fold, r.params, r.test) for r in one.results] == \
+           [(r.method, r.fold, r.params, r.test) for r in two.results]
+
+
+# ----------------------------------------------------------------------------- tuning and skipping
+class _Fake:
+    """Scores validation items ``s`` and others ``U(0, 1)`` noise: validation ADG grows with ``s``,
+    a known function of the setting (optimum k=50 at the default lam, then lam=0.1)."""
+
+    QUALITY = {10: 0.3, 50: 0.9, 100: 0.6}
+    LAM = {1.0: 1.0, 0.1: 1.1, 10.0: 0.5}
+    fits = []
+
+    def __init__(self, k=10, lam=1.0):
+        self.k, self.lam = k, lam
+
+    def fit(self, X, validation):
+        _Fake.fits.append((self.k, self.lam))
+        self.V = validation.toarray()
+        self.noise = np.random.default_rng(0).random(X.shape)
+        return self
+
+    def with_k(self, k):
+        clone = _Fake(k, self.lam)
+        clone.V, clone.noise = self.V, self.noise
+        return clone
+
+    def score(self, ids):
+        s = self.QUALITY[self.k] * self.LAM[self.lam]
+        return s * self.V[ids] + (1 - self.V[ids]) * self.noise[ids]
+
+
+def test_two_level_tuning_finds_the_known_optimum(small, monkeypatch):
+    monkeypatch.setitem(METHODS, "fake", Method(
+        "fake", _Fake, "k", {"quick": (10, 50, 100)}, {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
+        uses_validation=True, threaded=False))
+    _Fake.fits = []
+    train, val, _ = next(split.folds(small, 1))
+    params, model, trials = tune("fake", train, val)
+    assert params == {"k": 50, "lam": 0.1} and (model.k, model.lam) == (50, 0.1)
+    assert [(t["level"], t["params"]) for t in trials] == [
+        (1, {"lam": 1.0, "k": 10}), (1, {"lam": 1.0, "k": 50}), (1, {"lam": 1.0, "k": 100}),
+        (2, {"lam": 0.1, "k": 50}), (2, {"lam": 10.0, "k": 50})]
+    adg = [t["validation_ADG"] for t in trials]
+    assert adg[1] > adg[2] > adg[0] and adg[3] > adg[1] > adg[4]
+    # level 1 fitted once at the largest k (with_k), level 2 once per non-default setting
+    assert _Fake.fits == [(100, 1.0), (50, 0.1), (50, 10.0)]
+
+
+def test_skipped_methods_are_reported_not_fatal(small, monkeypatch, capsys):
+    def missing(**params):
+        raise ImportError("No module named 'lightfm'")
+
+    class TooLarge(_Fake):
+        def fit(self, X, validation=None):
+            raise ValueError("EASE needs n_items <= 10")
+
+    monkeypatch.setitem(METHODS, "missing", Method("missing", missing, threaded=False))
+    monkeypatch.setitem(METHODS, "large", Method("large", TooLarge, threaded=False, skip_on=(ValueError,)))
+    monkeypatch.setitem(METHODS, "broken", Method("broken", TooLarge, threaded=False))
+    exp = run_experiment(small, ["popularity", "missing", "large"], folds=2, show_progress=False)
+    assert [r.method for r in exp.results] == ["popularity", "popularity"]
+    assert [(s.method, s.fold) for s in exp.skipped] == [("missing", 0), ("large", 0), ("missing", 1), ("large", 1)]
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["skipped missing: ImportError: No module named 'lightfm'",
+                   "skipped large: ValueError: EASE needs n_items <= 10"]  # once per method
+    summary = summarize(exp.results, METRICS, exp.skipped)
+    table = format_table(summary, METRICS)
+    assert "| n/a | missing | skipped | – | – | – | – |" in table
+    assert "- large: skipped: ValueError: EASE needs n_items <= 10" in table
+    with pytest.raises(ValueError, match="EASE needs"):  # not a skippable error for this method
+        run_experiment(small, ["broken"], folds=1, show_progress=False)
+
+
+# ----------------------------------------------------------------------------- grids
+def test_every_method_has_grids_per_budget():
     for m in METHODS.values():
-        assert m.grid("quick") and m.grid("paper")
+        for budget in ("quick", "paper"):
+            assert m.main_settings(budget) and m.secondary_settings(budget, m.main_settings(budget)[0])
+            secondary = m.secondary.get(budget, ())
+            assert len(secondary) == len({json.dumps(s, sort_keys=True) for s in secondary})
+    assert get_method("item-p").main_values("paper") == (10, 20, 50, 100, 200, 500, 1000)
+    assert get_method("BPR").main_values("paper") == (5, 10, 20, 50, 100, 200)
+    assert get_method("FEBRi-SLIM").defaults("paper")["iterations"] == 2_000_000
+    assert {s["lam"] for s in get_method("FEBRu-KUNN").secondary["paper"]} == {1e-4, 1e-3, 1e-2, 1e-1}
+    assert {s["l1"] for s in get_method("SLIM").secondary["paper"]} == {10.0, 1.0, 0.1}
+    assert {s["alpha"] for s in get_method("ALS").secondary["paper"]} == {1.0, 0.1, 0.01, 0.001}
 
 
-def _result(method, fold, adg):
+def test_grid_drops_k_beyond_the_catalogue():
+    item_p = get_method("item-p")
+    assert all(p["k"] <= 59 for p in item_p.main_settings("quick", (1000, 60)))
+    assert item_p.main_settings("quick", (1000, 10)) == ({"k": 9},)
+    assert get_method("user-p").main_settings("quick", (30, 1000)) == ({"k": 20},)
+    assert get_method("user-p").main_settings("quick", (15, 1000)) == ({"k": 14},)
+    assert get_method("FEBRiu-cos").main_values("quick", (40, 1000)) == (39,)
+    assert get_method("popularity").main_settings("quick", (5, 5)) == ({},)
+    assert get_method("ALS").main_values("quick", (5, 5)) == (20, 50, 100)  # not a neighbourhood size
+
+
+# ----------------------------------------------------------------------------- table writer
+def _result(method, fold, adg, per_user=None, users=None):
     test = {m: adg for m in METRICS}
-    return FoldResult(method, fold, {}, adg, test, {m: 0.01 for m in METRICS},
-                      per_user={}, users=np.arange(3))
+    per_user = {m: np.asarray(per_user if per_user is not None else [adg] * 3, dtype=float) for m in METRICS}
+    return FoldResult(method, fold, {"k": 10}, adg, test, {m: 0.01 for m in METRICS},
+                      per_user=per_user, users=np.arange(3) if users is None else np.asarray(users))
 
 
 def test_table_writer_means_stderr_and_bold():
@@ -118,16 +343,79 @@ def test_table_writer_means_stderr_and_bold():
     assert a["ADG"] == pytest.approx(0.3)
     assert a["ADG se"] == pytest.approx(np.std([0.2, 0.4], ddof=1) / np.sqrt(2))
     table = format_table(summary, METRICS, digits=3)
-    assert "| a | **0.300 (0.100)**" in table
-    assert "| b | 0.100 (0.000)" in table
+    assert table.splitlines() == [
+        "| affinity | method | ADG | REC@10 | MAP | NDCG | ATOP |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        "| n/a | a | " + " | ".join(["**0.300 (0.100)**"] * 5) + " |",
+        "| n/a | b | " + " | ".join(["0.100 (0.000)"] * 5) + " |",
+    ]
     one_fold = summarize([_result("c", 0, 0.5)], METRICS)
     assert one_fold.loc[0, "ADG se"] == 0.01  # one fold: the per-user standard error
 
 
-def test_grid_drops_k_beyond_the_catalogue():
-    item_p = get_method("item-p")
-    assert all(p["k"] <= 59 for p in item_p.grid("quick", (1000, 60)))
-    assert item_p.grid("quick", (1000, 10)) == ({"k": 9},)
-    assert get_method("user-p").grid("quick", (30, 1000)) == ({"k": 20},)
-    assert get_method("user-p").grid("quick", (15, 1000)) == ({"k": 14},)
-    assert get_method("popularity").grid("quick", (5, 5)) == ({},)
+def _two_methods():
+    rng = np.random.default_rng(0)
+    a0, a1 = rng.random(30) + 0.2, rng.random(25) + 0.2
+    b0, b1 = rng.random(30), rng.random(25)
+    return [
+        _result("item-p", 0, a0.mean(), a0, np.arange(30)),
+        _result("item-p", 1, a1.mean(), a1, np.arange(5, 30)),
+        _result("KUNN", 0, b0.mean(), b0, np.arange(30)),
+        # KUNN lacks user 5 in fold 1: the pairs are the (fold, user) keys both have
+        _result("KUNN", 1, b1[1:].mean(), b1[1:], np.arange(6, 30)),
+    ], (a0, a1, b0, b1)
+
+
+def test_wilcoxon_pools_users_over_folds_and_matches_scipy():
+    results, (a0, a1, b0, b1) = _two_methods()
+    summary = summarize(results, METRICS)
+    tests = paired_tests(results, summary, METRICS)
+    expected = stats.wilcoxon(np.concatenate([a0, a1[1:]]), np.concatenate([b0, b1[1:]])).pvalue
+    assert tests["ADG"] == {"best": "item-p", "runner_up": "KUNN", "p_value": pytest.approx(expected), "n_pairs": 54}
+    assert expected < 0.05
+    assert pooled(results, "KUNN", "ADG")[(1, 6)] == b1[1]
+    table = format_table(summary, METRICS, tests)
+    lines = table.splitlines()
+    assert lines[2].startswith("| cosine | item-p | **") and lines[2].count("**†") == 5
+    assert lines[3].startswith("| KUNN | KUNN | ") and "**" not in lines[3]
+    assert lines[4] == "| | Wilcoxon p (best vs runner-up) | " + " | ".join([f"{expected:.2g}"] * 5) + " |"
+    # no marker when the difference is not significant
+    same = [_result("x", 0, 0.5, [0.1, 0.9, 0.5]), _result("y", 0, 0.4, [0.2, 0.8, 0.2])]
+    s2 = summarize(same, METRICS)
+    t2 = paired_tests(same, s2, METRICS)
+    assert t2["ADG"]["p_value"] == pytest.approx(stats.wilcoxon([0.1, 0.9, 0.5], [0.2, 0.8, 0.2]).pvalue)
+    assert "†" not in format_table(s2, METRICS, t2).splitlines()[2]
+
+
+def test_write_outputs_files(tmp_path):
+    results, _ = _two_methods()
+    skipped = [Skipped("EASE", 0, "ValueError: too many items")]
+    summary = summarize(results, METRICS, skipped)
+    tests = paired_tests(results, summary, METRICS)
+    table = format_table(summary, METRICS, tests)
+    meta = {"dataset": "toy", "protocol": "standard", "folds": 2, "budget": "quick"}
+    paths = write_outputs(tmp_path, Experiment(results, skipped, []), summary, tests, table, meta, METRICS)
+    assert {p.name for p in paths} >= {"table.md", "summary.csv", "summary.json", "results.csv", "tuning.csv",
+                                       "wilcoxon.csv", "ADG.png", "REC_at_10.png"}
+    csv = pd.read_csv(tmp_path / "summary.csv")
+    assert list(csv["method"]) == ["item-p", "KUNN", "EASE"]
+    assert csv.loc[0, "ADG"] == pytest.approx(summary.loc[0, "ADG"]) and np.isnan(csv.loc[2, "ADG"])
+    payload = json.loads((tmp_path / "summary.json").read_text())
+    assert payload["wilcoxon"]["ADG"]["p_value"] == pytest.approx(tests["ADG"]["p_value"])
+    assert payload["skipped"] == [{"method": "EASE", "fold": 0, "reason": "ValueError: too many items"}]
+    assert payload["summary"][2]["ADG"] is None and payload["params"]["KUNN"] == {"0": {"k": 10}, "1": {"k": 10}}
+    assert table in (tmp_path / "table.md").read_text()
+    w = pd.read_csv(tmp_path / "wilcoxon.csv")
+    assert list(w["metric"]) == METRICS and (w["best"] == "item-p").all()
+    long = pd.read_csv(tmp_path / "results.csv")
+    assert len(long) == 4 * len(METRICS)
+
+
+def test_fold_result_json_round_trip():
+    r = _result("a", 1, 0.25, [0.1, np.nan, 0.4])
+    r.trials = [{"level": 1, "params": {"k": 10}, "validation_ADG": 0.2, "fit_seconds": 0.5}]
+    back = FoldResult.from_json(json.loads(json.dumps(r.to_json())))
+    assert (back.method, back.fold, back.params, back.test, back.trials) == (r.method, r.fold, r.params, r.test,
+                                                                          r.trials)
+    np.testing.assert_array_equal(back.per_user["ADG"], r.per_user["ADG"])
+    assert back.users.dtype == np.int64

@@ -1,8 +1,11 @@
 """The recommenders that ``python -m recsys_ltr.eval`` can compare, with their tuning grids.
 
-Each method names a factory (keyword arguments -> unfitted estimator exposing ``fit(X)`` and
-``score(user_ids)``) and, per budget, the grid of settings tuned on validation ADG
-(dissertation sec. 4.7.3: the main hyper-parameter first, e.g. the neighbourhood size k).
+Each method names a factory (keyword arguments -> unfitted estimator exposing ``fit(X)`` --
+``fit(X, validation)`` when ``uses_validation`` -- and ``score(user_ids)``) and, per budget, the
+grids of the two-level tuning on validation ADG (dissertation sec. 4.7.3): the values of the
+*main* hyper-parameter (neighbourhood size ``k``, number of factors, ...) and the settings of the
+*secondary* ones (regularisers), whose first setting is the default used while the main one is
+tuned.  ``fixed`` holds per-budget parameters that are not tuned (e.g. FEBR's iteration budget).
 """
 
 from __future__ import annotations
@@ -13,37 +16,68 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class Method:
-    """A named recommender and its hyper-parameter grid per budget."""
+    """A named recommender and its two-level hyper-parameter grids per budget ("quick", "paper")."""
 
     name: str
     factory: Callable[..., object]
-    grids: dict[str, tuple[dict, ...]] = field(default_factory=dict)
+    main: str | None = None  # name of the main hyper-parameter (None: nothing to tune at level 1)
+    main_grid: dict[str, tuple] = field(default_factory=dict)
+    secondary: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # first setting = defaults
+    fixed: dict[str, dict] = field(default_factory=dict)
+    group: str = "n/a"  # the "Aff. Matrix" column of Tables 4.3 / 4.4
     description: str = ""
     k_axis: tuple[int, ...] = ()  # axes of X whose size bounds the neighbourhood size k
+    uses_validation: bool = False  # fit(X, validation): early stopping on the validation matrix
+    seeded: bool = False  # takes random_state
+    threaded: bool = True  # takes num_threads
+    skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
 
-    def grid(self, budget: str, shape: tuple[int, int] | None = None) -> tuple[dict, ...]:
-        """Settings to try under ``budget`` (one empty setting when there is nothing to tune).
+    def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
+        """Main hyper-parameter values tried under ``budget`` (``(None,)`` when there is none).
 
-        With the data's ``shape``, settings whose ``k`` exceeds the catalogue (``n - 1`` along
-        ``k_axis``) are dropped; if none is left, the largest feasible ``k`` is used.
+        With the data's ``shape``, a neighbourhood size ``k`` beyond the catalogue (``n - 1`` along
+        ``k_axis``) is dropped; if none is left, the largest feasible ``k`` is used.
         """
-        grid = self.grids.get(budget, ()) or ({},)
-        if shape is None or not self.k_axis:
-            return grid
+        values = self.main_grid.get(budget, ()) if self.main else ()
+        if not values:
+            return (None,)
+        if shape is None or self.main != "k" or not self.k_axis:
+            return tuple(values)
         k_max = min(shape[a] for a in self.k_axis) - 1
-        feasible = tuple(p for p in grid if p.get("k") is None or p["k"] <= k_max)
-        return feasible or tuple(dict(p, k=k_max) for p in grid[:1])
+        return tuple(v for v in values if v <= k_max) or (k_max,)
+
+    def defaults(self, budget: str) -> dict:
+        """Fixed parameters and the default secondary setting of ``budget``."""
+        secondary = self.secondary.get(budget, ())
+        return {**self.fixed.get(budget, {}), **(secondary[0] if secondary else {})}
+
+    def main_settings(self, budget: str, shape: tuple[int, int] | None = None) -> tuple[dict, ...]:
+        """Level 1: every main value with the secondary hyper-parameters at their defaults."""
+        base = self.defaults(budget)
+        return tuple(base if v is None else {**base, self.main: v} for v in self.main_values(budget, shape))
+
+    def secondary_settings(self, budget: str, best: dict) -> tuple[dict, ...]:
+        """Level 2: every secondary setting at the main value of ``best`` (the level-1 winner)."""
+        return tuple({**best, **s} for s in self.secondary.get(budget, ())) or (dict(best),)
 
     def build(self, **params):
         return self.factory(**params)
 
+    def spec(self) -> dict:
+        """JSON-able description of everything that changes the method's results (for the cache key)."""
+        return {"name": self.name, "main": self.main, "main_grid": self.main_grid, "secondary": self.secondary,
+                "fixed": self.fixed, "uses_validation": self.uses_validation}
+
 
 def _model(class_name, **fixed):
-    """Factory for a ``recsys_ltr.models`` class, imported on first use."""
+    """Factory for a ``recsys_ltr.models`` class, imported on first use (``ImportError`` when the
+    class or its optional dependency is missing)."""
 
     def build(**params):
         import recsys_ltr.models as models
 
+        if not hasattr(models, class_name):
+            raise ImportError(f"recsys_ltr.models has no {class_name} in this version")
         return getattr(models, class_name)(**fixed, **params)
 
     return build
@@ -52,33 +86,78 @@ def _model(class_name, **fixed):
 #: Neighbourhood sizes of the dissertation's grid (sec. 4.7.3) and a quick subset.
 K_PAPER = (10, 20, 50, 100, 200, 500, 1000)
 K_QUICK = (20, 50, 100, 200)
+#: Numbers of factors of the dissertation's grid (sec. 4.7.3) and a quick subset.
+FACTORS_PAPER = (5, 10, 20, 50, 100, 200)
+FACTORS_QUICK = (20, 50, 100)
 
 
-def _k_grid(ks, **extra):
-    return tuple({"k": k, **extra} for k in ks)
+def _both(quick, paper):
+    return {"quick": quick, "paper": paper}
 
 
-_K_GRIDS = {"quick": _k_grid(K_QUICK), "paper": _k_grid(K_PAPER)}
+def _knn(name, class_name, group, description, k_axis, **fixed):
+    return Method(name, _model(class_name, **fixed), "k", _both(K_QUICK, K_PAPER), group=group,
+                  description=description, k_axis=k_axis)
 
 
-def _slim_grid(ks):
-    # fsSLIM: main k, secondary l1 = l2 in {10, 1, 0.1} in the paper (both from the same grid here).
-    return tuple({"k": k, "l1": r, "l2": r} for k in ks for r in (10.0, 1.0, 0.1))
+# fsSLIM: l1 = l2 in {10, 1, 0.1} (sec. 4.7.3), default 1 first.
+_SLIM_SECONDARY = tuple({"l1": r, "l2": r} for r in (1.0, 10.0, 0.1))
+# FEBR: lam in {1e-4, ..., 1e-1} (sec. 4.7.3), at most 2e6 samples, early stopping; the quick
+# budget spends less on training and evaluates early stopping on 1000 validation users.
+_FEBR_SECONDARY = _both(({"lam": 1e-3}, {"lam": 1e-2}), tuple({"lam": v} for v in (1e-3, 1e-4, 1e-2, 1e-1)))
+_FEBR_FIXED = _both(
+    {"iterations": 1_000_000, "eval_every": 50_000, "early_stopping": 2, "validation_users": 1000},
+    {"iterations": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
+)
+_AFFINITIES = {"cos": ("cosine", "cosine"), "KUNN": ("kunn", "KUNN"), "SLIM": ("slim", "SLIM")}
+_EASE_PAPER = (10.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)  # Steck's lambda, no paper grid
+_SIDES = {"i": ("item", (1,)), "u": ("user", (0,)), "iu": ("both", (0, 1))}
+
+
+def _febr(side, affinity):
+    kind, group = _AFFINITIES[affinity]
+    side_name, k_axis = _SIDES[side]
+    return Method(
+        f"FEBR{side}-{affinity}", _model("FEBR", affinity=kind, side=side_name), "k",
+        _both((50, 100), K_PAPER), _FEBR_SECONDARY, _FEBR_FIXED, group,
+        f"FEBR{side} (sec. 4.5-4.6) over the {group} affinity, trained by OPT-ADG (Alg. 4.2)", k_axis,
+        uses_validation=True, seeded=True,
+    )
 
 
 METHODS: dict[str, Method] = {
     m.name: m
-    for m in (
+    for m in (  # the rows of Tables 4.3 / 4.4, then the extra anchors
+        _knn("item-p", "ItemKNN", "cosine", "item-based cosine KNN (aggsum of item affinities)", (1,)),
+        _knn("user-p", "UserKNN", "cosine", "user-based cosine KNN", (0,)),
+        Method("SLIM", _model("SLIM"), "k", _both((50, 100), K_PAPER), _both(_SLIM_SECONDARY[:2], _SLIM_SECONDARY),
+               group="SLIM", description="fsSLIM (Ning & Karypis 2011) on cosine neighbourhoods", k_axis=(1,)),
+        _knn("KUNN", "KUNN", "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
+        _knn("KUNN-i", "KUNN", "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
+        _knn("KUNN-u", "KUNN", "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
+        # Paper grids: the dissertation's (BPR's four regularisers share one value here).
+        Method("BPR", _model("BPR"), "factors", _both(FACTORS_QUICK, FACTORS_PAPER),
+               _both(({"regularization": 0.01}, {"regularization": 0.001}),
+                     tuple({"regularization": v} for v in (0.0025, 0.025, 0.00025))),
+               description="BPR-MF (Rendle et al. 2009), implicit's implementation", seeded=True),
+        Method("ALS", _model("ALS"), "factors", _both(FACTORS_QUICK, FACTORS_PAPER),
+               _both(({"alpha": 1.0}, {"alpha": 10.0}), tuple({"alpha": v} for v in (1.0, 0.1, 0.01, 0.001))),
+               description="WRMF (Hu et al. 2008), implicit's ALS", seeded=True),
         Method("popularity", _model("Popularity"), description="global item popularity in train"),
-        Method("item-p", _model("ItemKNN"), _K_GRIDS, "item-based cosine KNN (aggsum of item affinities)", (1,)),
-        Method("user-p", _model("UserKNN"), _K_GRIDS, "user-based cosine KNN", (0,)),
-        Method("KUNN", _model("KUNN", side="both"), _K_GRIDS, "KUNN, Eq. (4.4)", (0, 1)),
-        Method("KUNN-i", _model("KUNN", side="item"), _K_GRIDS, "item-p over the KUNN item affinity, Eq. (4.5)", (1,)),
-        Method("KUNN-u", _model("KUNN", side="user"), _K_GRIDS, "user-p over the KUNN user affinity, Eq. (4.6)", (0,)),
-        Method("SLIM", _model("SLIM"), {"quick": tuple({"k": k} for k in (50, 100)), "paper": _slim_grid(K_PAPER)},
-               "fsSLIM (Ning & Karypis 2011) on cosine neighbourhoods", (1,)),
+        *(_febr(side, aff) for aff in ("cos", "KUNN") for side in ("i", "u", "iu")),
+        _febr("i", "SLIM"),
+        Method("LightFM", _model("LightFMWARP"), "no_components", _both((20, 50), FACTORS_PAPER),
+               _both(({"item_alpha": 0.0, "user_alpha": 0.0}, {"item_alpha": 1e-5, "user_alpha": 1e-5}),
+                     tuple({"item_alpha": v, "user_alpha": v} for v in (0.0, 1e-6, 1e-5, 1e-4))),
+               description="LightFM WARP (optional extra: the lightfm module)", seeded=True),
+        Method("EASE", _model("EASE"), "lam", _both((100.0, 500.0, 2000.0), _EASE_PAPER),
+               description="EASE (Steck 2019), closed form; refused when the catalogue is too large",
+               threaded=False, skip_on=(ImportError, ValueError)),
     )
 }
+
+#: The default ``--models``: every method.
+ALL_METHODS = tuple(METHODS)
 
 
 def get_method(name: str) -> Method:

@@ -1,33 +1,122 @@
-"""Summaries of experiment results: the Table 4.3-shaped table, CSV and JSON files.
+"""Summaries of experiment results: the Table 4.3 / 4.4-shaped table, paired tests, files, charts.
 
 Standard errors: with several folds, the standard error of the mean over folds (as in the
 dissertation's tables); with one fold, the standard error over users of that fold.
+
+Paired test: for each metric, the method with the best mean and the runner-up are compared by a
+Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided) on their per-user test values,
+paired by (fold, user) and pooled over folds.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
+
+from recsys_ltr.eval.methods import METHODS
+
+#: Significance level of the table's marker.
+ALPHA = 0.05
+MARKER = "†"
 
 
-def summarize(results, metrics) -> pd.DataFrame:
-    """One row per method: mean and standard error of each metric, in the order of ``metrics``."""
+def _group(method: str) -> str:
+    known = METHODS.get(method)
+    return known.group if known else ""
+
+
+def summarize(results, metrics, skipped=()) -> pd.DataFrame:
+    """One row per method: mean and standard error of each metric, in the order of ``metrics``.
+
+    Methods that were skipped on every fold get a row with NaN values and their reason in ``note``.
+    """
     rows = []
     for method in dict.fromkeys(r.method for r in results):
         runs = [r for r in results if r.method == method]
-        row = {"method": method, "folds": len(runs)}
+        row = {"affinity": _group(method), "method": method, "folds": len(runs), "note": ""}
         for m in metrics:
             values = np.array([r.test[m] for r in runs], dtype=float)
             row[m] = values.mean()
-            if len(values) > 1:
-                row[f"{m} se"] = values.std(ddof=1) / np.sqrt(len(values))
-            else:
-                row[f"{m} se"] = runs[0].test_stderr[m]
+            row[f"{m} se"] = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else runs[0].test_stderr[m]
         rows.append(row)
-    return pd.DataFrame(rows)
+    done = {row["method"] for row in rows}
+    for method, reason in dict((s.method, s.reason) for s in skipped).items():
+        if method not in done:
+            rows.append({"affinity": _group(method), "method": method, "folds": 0, "note": f"skipped: {reason}",
+                         **{c: np.nan for m in metrics for c in (m, f"{m} se")}})
+    return pd.DataFrame(rows, columns=["affinity", "method", "folds", *[c for m in metrics for c in (m, f"{m} se")],
+                                       "note"])
+
+
+def pooled(results, method: str, metric: str) -> dict[tuple[int, int], float]:
+    """Per-user test values of ``method`` keyed by (fold, user)."""
+    return {(r.fold, int(u)): float(v) for r in results if r.method == method
+            for u, v in zip(r.users, r.per_user[metric], strict=True)}
+
+
+def paired_tests(results, summary: pd.DataFrame, metrics) -> dict[str, dict]:
+    """Wilcoxon signed-rank test between the best method and the runner-up for each metric.
+
+    Returns ``{metric: {"best", "runner_up", "p_value", "n_pairs"}}`` (metrics with fewer than two
+    evaluated methods are left out); pairs are the (fold, user) keys both methods have.
+    """
+    tests = {}
+    ranked = summary.dropna(subset=list(metrics))
+    for m in metrics:
+        order = ranked.sort_values(m, ascending=False, kind="stable")["method"].tolist()
+        if len(order) < 2:
+            continue
+        a, b = pooled(results, order[0], m), pooled(results, order[1], m)
+        keys = sorted(a.keys() & b.keys())
+        x, y = np.array([a[key] for key in keys]), np.array([b[key] for key in keys])
+        tests[m] = {"best": order[0], "runner_up": order[1], "p_value": _wilcoxon(x, y), "n_pairs": len(keys)}
+    return tests
+
+
+def _wilcoxon(x, y) -> float:
+    if len(x) == 0:
+        return float("nan")
+    if np.array_equal(x, y):
+        return 1.0  # scipy's value too, with a warning about the zero variance
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.wilcoxon(x, y).pvalue)
+
+
+def format_table(summary: pd.DataFrame, metrics, tests=None, digits: int = 4) -> str:
+    """Markdown table shaped like Tables 4.3 / 4.4: ``mean (se)`` per metric, best mean in bold,
+    ``†`` on the best when the Wilcoxon test against the runner-up gives p < 0.05, a row of those
+    p-values, and a line per skipped method."""
+    tests = tests or {}
+    best = {m: summary[m].max() for m in metrics}
+    lines = ["| affinity | method | " + " | ".join(metrics) + " |", "|---|---|" + "---:|" * len(metrics)]
+    notes = []
+    for _, row in summary.iterrows():
+        if row["note"]:
+            notes.append(f"- {row['method']}: {row['note']}")
+            cells = ["skipped"] + ["–"] * (len(metrics) - 1)
+        else:
+            cells = [_cell(row, m, best[m], tests.get(m), digits) for m in metrics]
+        lines.append(f"| {row['affinity'] or 'n/a'} | {row['method']} | " + " | ".join(cells) + " |")
+    if tests:
+        p_cells = [f"{tests[m]['p_value']:.2g}" if m in tests else "–" for m in metrics]
+        lines.append("| | Wilcoxon p (best vs runner-up) | " + " | ".join(p_cells) + " |")
+        notes.insert(0, f"{MARKER}: best differs from the runner-up (paired Wilcoxon signed-rank test over users, "
+                        f"p < {ALPHA}).")
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _cell(row, metric, best, test, digits):
+    cell = f"{row[metric]:.{digits}f} ({row[f'{metric} se']:.{digits}f})"
+    if not np.isclose(row[metric], best):
+        return cell
+    significant = test is not None and test["best"] == row["method"] and test["p_value"] < ALPHA
+    return f"**{cell}**" + (MARKER if significant else "")
 
 
 def long_table(results, dataset: str, protocol: str) -> pd.DataFrame:
@@ -51,28 +140,62 @@ def long_table(results, dataset: str, protocol: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def format_table(summary: pd.DataFrame, metrics, digits: int = 4) -> str:
-    """Markdown table of ``mean (se)`` per metric, best mean per column in bold."""
-    best = {m: summary[m].max() for m in metrics}
-    header = "| method | " + " | ".join(metrics) + " |"
-    lines = [header, "|---|" + "---:|" * len(metrics)]
-    for _, row in summary.iterrows():
-        cells = []
-        for m in metrics:
-            cell = f"{row[m]:.{digits}f} ({row[f'{m} se']:.{digits}f})"
-            cells.append(f"**{cell}**" if np.isclose(row[m], best[m]) else cell)
-        lines.append(f"| {row['method']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def tuning_table(results) -> pd.DataFrame:
+    """Every setting tried by the two-level tuning, per (method, fold), marking the chosen one."""
+    rows = [
+        {"method": r.method, "fold": r.fold, "level": t["level"], "params": json.dumps(t["params"], sort_keys=True),
+         "validation_ADG": t["validation_ADG"], "fit_seconds": t["fit_seconds"], "chosen": t["params"] == r.params}
+        for r in results
+        for t in r.trials
+    ]
+    return pd.DataFrame(rows, columns=["method", "fold", "level", "params", "validation_ADG", "fit_seconds", "chosen"])
 
 
-def write_outputs(out: Path, results, summary: pd.DataFrame, table: str, meta: dict) -> list[Path]:
-    """Write ``results.csv`` (long), ``summary.csv``, ``table.md`` and ``summary.json`` into ``out``."""
+def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "") -> Path:
+    """Bar chart of one metric's means with standard-error bars (best bar highlighted), as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary.dropna(subset=[metric])
+    means, errors = rows[metric].to_numpy(), rows[f"{metric} se"].fillna(0).to_numpy()
+    colors = ["tab:orange" if np.isclose(v, means.max()) else "tab:blue" for v in means]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(rows) + 1.5), 3.6))
+    ax.bar(np.arange(len(rows)), means, yerr=errors, color=colors, capsize=3)
+    ax.set_xticks(np.arange(len(rows)), rows["method"], rotation=60, ha="right")
+    ax.set_ylabel(f"test {metric} (mean, s.e.)")
+    low = float((means - errors).min()) if len(means) else 0.0
+    ax.set_ylim(max(0.0, low - 0.1 * (means.max() - low + 1e-12)) if len(means) else 0.0, None)
+    ax.set_title(title or metric, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: str, meta: dict, metrics) -> list[Path]:
+    """Write into ``out``: ``table.md``, ``summary.csv``, ``wilcoxon.csv``, ``summary.json`` (meta,
+    summary, tests, chosen settings per fold, skipped units), ``results.csv`` (long), ``tuning.csv``
+    and one ``<metric>.png`` bar chart per metric (``@`` written ``_at_``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "results.csv", out / "summary.csv", out / "table.md", out / "summary.json"]
-    long_table(results, meta["dataset"], meta["protocol"]).to_csv(paths[0], index=False)
+    results = experiment.results
+    names = ("table.md", "summary.csv", "summary.json", "results.csv", "tuning.csv", "wilcoxon.csv")
+    paths = [out / name for name in names]
+    title = f"{meta['dataset']}, {meta['protocol']} protocol, {meta['folds']} fold(s), {meta['budget']} budget"
+    paths[0].write_text(f"{title}: mean (standard error)\n\n{table}\n")
     summary.to_csv(paths[1], index=False)
-    paths[2].write_text(table + "\n")
-    payload = {"meta": meta, "summary": summary.to_dict(orient="records")}
-    paths[3].write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    params = {}
+    for r in results:
+        params.setdefault(r.method, {})[str(r.fold)] = r.params
+    payload = {"meta": meta, "summary": summary.replace({np.nan: None}).to_dict(orient="records"),
+               "wilcoxon": tests, "params": params, "skipped": [vars(s) for s in experiment.skipped]}
+    paths[2].write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    long_table(results, meta["dataset"], meta["protocol"]).to_csv(paths[3], index=False)
+    tuning_table(results).to_csv(paths[4], index=False)
+    pd.DataFrame([{"metric": m, **t} for m, t in tests.items()],
+                 columns=["metric", "best", "runner_up", "p_value", "n_pairs"]).to_csv(paths[5], index=False)
+    for m in metrics:
+        paths.append(plot_metric(summary, m, out / f"{m.replace('@', '_at_')}.png", f"{m}\n{title}"))
     return paths
