@@ -419,3 +419,51 @@ def test_fold_result_json_round_trip():
                                                                           r.trials)
     np.testing.assert_array_equal(back.per_user["ADG"], r.per_user["ADG"])
     assert back.users.dtype == np.int64
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_interrupted_tuning_resumes_at_the_next_setting(small, tmp_path, monkeypatch):
+    monkeypatch.setitem(METHODS, "fake", Method(
+        "fake", _Fake, "k", {"quick": (10, 50, 100)}, {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
+        uses_validation=True, threaded=False))
+    train, val, test = next(split.folds(small, 1))
+    _Fake.fits = []
+    whole = runner.tune_and_test("fake", train, val, test)
+    log = UnitCache(tmp_path, **_settings(small)).trial_log("fake", 0)
+    append = log.append
+
+    def interrupted(trial):  # the fifth setting is interrupted before it is logged
+        if len(log.trials) == 4:
+            raise _Interrupt
+        append(trial)
+
+    monkeypatch.setattr(log, "append", interrupted)
+    _Fake.fits = []
+    with pytest.raises(_Interrupt):
+        runner.tune_and_test("fake", train, val, test, log=log)
+    assert _Fake.fits == [(100, 1.0), (50, 0.1), (50, 10.0)] and len(log.trials) == 4
+    monkeypatch.setattr(log, "append", append)
+    _Fake.fits = []
+    resumed = runner.tune_and_test("fake", train, val, test, log=log)
+    # only the unlogged setting is fitted, then the chosen one (logged, so without a model) again
+    assert _Fake.fits == [(50, 10.0), (50, 0.1)]
+    assert (resumed.params, resumed.test, resumed.validation_adg) == (whole.params, whole.test, whole.validation_adg)
+    assert [t["params"] for t in resumed.trials] == [t["params"] for t in whole.trials]
+    assert [t["validation_ADG"] for t in resumed.trials] == [t["validation_ADG"] for t in whole.trials]
+    assert len(log.load()) == 5
+    assert runner.TrialLog(log.path, {**log.key, "fold": 1}).load() == []  # another unit's key
+    assert runner.TrialLog(log.path, log.key, resume=False).load() == []
+
+
+def test_trial_log_is_dropped_when_the_unit_is_cached(small, tmp_path, capsys):
+    kw = dict(folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    cache = UnitCache(tmp_path, **_settings(small))
+    log = cache.trial_log("item-p", 0)
+    log.path.write_text("{broken")
+    exp = run_experiment(small, ["item-p"], **kw)
+    assert "ignoring unreadable trial log" in capsys.readouterr().err
+    assert not log.path.exists() and cache.load("item-p", 0).test == exp.results[0].test
+    assert [p.name for p in tmp_path.iterdir()] == [cache.path("item-p", 0).name]

@@ -6,8 +6,9 @@ Example::
         --models popularity,item-p,FEBRi-cos --budget quick --jobs 2 --out runs/ml100k
 
 Writes ``<out>/<protocol>/`` (table.md, summary.csv/json, wilcoxon.csv, results.csv, tuning.csv,
-one PNG per metric) and caches every finished (method, fold) unit under ``<out>/cache/`` (or
-``--cache-dir``), so that an interrupted run resumes where it stopped.
+one PNG per metric) and caches every finished (method, fold) unit, and every finished setting of
+an unfinished one, under ``<out>/cache/`` (or ``--cache-dir``), so that an interrupted run resumes
+where it stopped.
 
 Reproducibility: splits, tuning and every deterministic model give the same numbers for a seed
 whatever ``--jobs``; Hogwild-trained models (FEBR, BPR, LightFM) are bit-for-bit reproducible only

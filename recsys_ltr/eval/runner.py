@@ -8,7 +8,8 @@ and test items only outside the ``exclude_top`` most popular items.
 
 One (method, fold) pair is a *unit*: units run in-process or in ``jobs`` worker processes, and each
 finished unit is cached as one JSON file (test metrics, per-user values, tuning trace) keyed by
-everything that determines it, so an interrupted run resumes where it stopped.
+everything that determines it.  While a unit is tuned, every finished setting is logged next to it
+(:class:`TrialLog`), so an interrupted run resumes at the next setting, not at the unit's start.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 import sys
 import tempfile
 import time
+from functools import cache, partial
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -117,28 +119,39 @@ def _fitter(method, train, val, random_state, num_threads):
 
 
 def _main_level(method, budget, shape, fit):
-    """Yield ``(params, model, fit seconds)`` for level 1.  Models with ``with_k`` (neighbourhoods
-    stored as row prefixes) are fitted once at the largest ``k``; smaller ones are truncations."""
+    """Yield ``(params, make)`` for level 1, ``make()`` fitting on demand to ``(model, fit seconds)``.
+    Models with ``with_k`` (neighbourhoods stored as row prefixes) are fitted once at the largest
+    ``k``; smaller ones are truncations."""
     settings = method.main_settings(budget, shape)
-    if method.main == "k" and len(settings) > 1:
-        largest = max(settings, key=lambda p: p["k"])
-        model, seconds = fit(largest)
-        if hasattr(model, "with_k"):
-            for params in settings:
-                yield params, (model if params is largest else model.with_k(params["k"])), seconds
-            return
-        yield largest, model, seconds
-        settings = [p for p in settings if p is not largest]
-    for params in settings:
-        yield (params, *fit(params))
+    if method.main != "k" or len(settings) < 2:
+        yield from ((params, partial(fit, params)) for params in settings)
+        return
+    largest = max(settings, key=lambda p: p["k"])
+    fit_largest = cache(partial(fit, largest))
+    if not hasattr(method.build(**largest), "with_k"):
+        yield largest, fit_largest
+        yield from ((params, partial(fit, params)) for params in settings if params is not largest)
+        return
+
+    def truncated(params):
+        model, seconds = fit_largest()
+        return (model if params is largest else model.with_k(params["k"])), seconds
+
+    yield from ((params, partial(truncated, params)) for params in settings)
 
 
-def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0):
+def _setting_key(params) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None):
     """Two-level tuning on validation ADG (dissertation sec. 4.7.3).
 
     Level 1 tries every value of the main hyper-parameter with the secondary ones at their
     defaults; level 2 tries the secondary settings at the best main value (the default one is not
-    refitted).  Ties keep the setting tried first.
+    refitted).  Ties keep the setting tried first.  With a :class:`TrialLog`, settings it holds are
+    not refitted, every new one is appended to it, and the chosen setting is refitted when it came
+    from the log.
 
     Returns
     -------
@@ -150,34 +163,44 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
     """
     method = get_method(method_name)
     fit = _fitter(method, train, val, random_state, num_threads)
+    logged = {_setting_key(t["params"]): t for t in (log.load() if log else ())}
     trials = []
     best = None
 
-    def consider(level, params, model, seconds):
+    def consider(level, params, make):
         nonlocal best
-        adg = evaluate(model, train, val, metrics=("ADG",), k=k, num_threads=num_threads)["ADG"]
-        trials.append({"level": level, "params": dict(params), "validation_ADG": adg, "fit_seconds": seconds})
-        if best is None or adg > best[0]:
-            best = (adg, dict(params), model, seconds)
+        trial, model = logged.get(_setting_key(params)), None
+        if trial is None:
+            model, seconds = make()
+            adg = evaluate(model, train, val, metrics=("ADG",), k=k, num_threads=num_threads)["ADG"]
+            trial = {"level": level, "params": dict(params), "validation_ADG": adg, "fit_seconds": seconds}
+            if log:
+                log.append(trial)
+        trials.append(trial)
+        if best is None or trial["validation_ADG"] > best[0]:
+            best = (trial["validation_ADG"], dict(params), model)
 
-    for params, model, seconds in _main_level(method, budget, train.shape, fit):
-        consider(1, params, model, seconds)
+    for params, make in _main_level(method, budget, train.shape, fit):
+        consider(1, params, make)
     for params in method.secondary_settings(budget, best[1]):
-        if params != best[1] and all(params != t["params"] for t in trials):
-            consider(2, params, *fit(params))
-    return best[1], best[2], trials
+        if params != best[1] and all(_setting_key(params) != _setting_key(t["params"]) for t in trials):
+            consider(2, params, partial(fit, params))
+    _, params, model = best
+    if model is None:  # chosen before an interruption
+        model, _ = fit(params)
+    return params, model, trials
 
 
 def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, random_state=None,
-                  num_threads=0) -> FoldResult:
+                  num_threads=0, log=None) -> FoldResult:
     """Pick a method's setting by :func:`tune`, then evaluate it on ``test`` (validation excluded).
 
     Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
     """
     params, model, trials = tune(method_name, train, val, budget=budget, k=k, random_state=random_state,
-                                 num_threads=num_threads)
+                                 num_threads=num_threads, log=log)
     res = evaluate(model, train, test, exclude=val, k=k, num_threads=num_threads)
-    chosen = next(t for t in trials if t["params"] == params)
+    chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
     return FoldResult(
         method=method_name,
         fold=-1,
@@ -192,13 +215,13 @@ def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, random
     )
 
 
-def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads):
+def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None):
     """One (method, fold) unit: a :class:`FoldResult`, or :class:`Skipped` when the method raises
     one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency)."""
     method = get_method(method_name)
     try:
         result = tune_and_test(method_name, train, val, test, budget=budget, k=k, random_state=random_state,
-                               num_threads=num_threads)
+                               num_threads=num_threads, log=log)
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     result.fold = fold
@@ -251,19 +274,59 @@ class UnitCache:
             return None
 
     def store(self, result: FoldResult) -> Path:
+        """Write the finished unit and drop its :class:`TrialLog`."""
         path = self.path(result.method, result.fold)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {"key": self.key(result.method, result.fold), "result": result.to_json()}
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(payload, f)
-            os.chmod(tmp, 0o644)  # mkstemp's 0600 is needlessly private
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        _write_json(path, {"key": self.key(result.method, result.fold), "result": result.to_json()})
+        self.trial_log(result.method, result.fold).clear()
         return path
+
+    def trial_log(self, method_name, fold, resume=True) -> TrialLog:
+        """The log of the settings the unit has finished (``resume=False``: start it afresh)."""
+        path = self.path(method_name, fold)
+        return TrialLog(path.with_name(path.stem + ".trials.json"), self.key(method_name, fold), resume)
+
+
+class TrialLog:
+    """The settings of one unit finished so far (JSON, rewritten atomically after each), so that an
+    interrupted unit resumes at its next setting.  A log whose key differs is ignored."""
+
+    def __init__(self, path, key, resume=True):
+        self.path, self.key, self.resume = Path(path), key, resume
+        self.trials = []
+
+    def load(self) -> list[dict]:
+        self.trials = []
+        if self.resume:
+            try:
+                payload = json.loads(self.path.read_text())
+                if payload["key"] == self.key:
+                    self.trials = list(payload["trials"])
+            except FileNotFoundError:
+                pass
+            except (ValueError, KeyError, TypeError) as exc:
+                print(f"ignoring unreadable trial log {self.path}: {exc}", file=sys.stderr)
+        return list(self.trials)
+
+    def append(self, trial: dict) -> None:
+        self.trials.append(trial)
+        _write_json(self.path, {"key": self.key, "trials": self.trials})
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, payload) -> None:
+    """Write ``payload`` to ``path`` atomically (temporary file in the same directory + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 is needlessly private
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 # ------------------------------------------------------------------------------ experiment
@@ -295,14 +358,17 @@ def _execute(units, jobs, arguments):
 class _UnitArguments:
     """Arguments of :func:`run_unit` for a (method, fold) unit."""
 
-    def __init__(self, splits, budget, k, seed, num_threads):
+    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True):
         self.splits, self.budget, self.k, self.seed, self.num_threads = splits, budget, k, seed, num_threads
+        self.cache, self.resume = cache, resume
 
     def args(self, name, fold):
         return (name, fold, *self.splits[fold])
 
     def kwargs(self, name, fold):
-        return {"budget": self.budget, "k": self.k, "random_state": self.seed + fold, "num_threads": self.num_threads}
+        log = self.cache.trial_log(name, fold, self.resume) if self.cache else None
+        return {"budget": self.budget, "k": self.k, "random_state": self.seed + fold, "num_threads": self.num_threads,
+                "log": log}
 
 
 def threads_per_job(jobs: int) -> int:
@@ -333,8 +399,8 @@ def run_experiment(
     """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
 
     With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
-    all) and written to the cache (:class:`UnitCache`).  ``dataset`` names the data in cache keys
-    (with a fingerprint of ``X``).
+    all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
+    :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -356,7 +422,7 @@ def run_experiment(
     bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"{dataset} {protocol}", unit="run",
                disable=not show_progress)
     reported = set()
-    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs))
+    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)
     for unit, outcome in _execute(todo, jobs, arguments):
         outcomes[unit] = outcome
         if isinstance(outcome, Skipped):
