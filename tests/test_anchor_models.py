@@ -64,6 +64,33 @@ def test_ease_large_catalogue_exercises_blocked_symmetrisation():
     np.testing.assert_allclose(model.B_, brute_ease(D, 5.0), rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.parametrize("n_items, threaded", [(40, True), (41, False)])
+def test_ease_factorises_large_catalogues_on_one_thread(monkeypatch, n_items, threaded):
+    """Threaded OpenBLAS dpotrf segfaults on large orders: above the limit LAPACK runs on one thread."""
+    from threadpoolctl import threadpool_info
+
+    import recsys_ltr.models.ease as ease_module
+
+    def blas_threads():
+        return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+    with ease_module.threadpool_limits(2, user_api="blas"):
+        expected = blas_threads() if threaded else [1]
+    seen = []
+    cho_factor = ease_module.cho_factor
+
+    def spy(*args, **kwargs):
+        seen.extend(blas_threads())
+        return cho_factor(*args, **kwargs)
+
+    monkeypatch.setattr(ease_module, "_THREADED_LAPACK_MAX", 40)
+    monkeypatch.setattr(ease_module, "cho_factor", spy)
+    D = random_matrix(2, n_users=50, n_items=n_items, density=0.1)
+    model = EASE(lam=5.0, num_threads=2).fit(D)
+    assert seen == expected
+    np.testing.assert_allclose(model.B_, brute_ease(D, 5.0), rtol=1e-8, atol=1e-10)
+
+
 def test_ease_hand_computed():
     # X^T X = [[2, 1], [1, 1]], lam = 1: P = inv([[3, 1], [1, 2]]) = [[2, -1], [-1, 3]] / 5
     # B_01 = -P_01 / P_11 = 1/3, B_10 = -P_10 / P_00 = 1/2

@@ -12,6 +12,10 @@ from .base import Recommender, rank_dense_rows
 __all__ = ["EASE"]
 
 _SYMMETRISE_BLOCK = 1024
+#: Largest order factorised by multi-threaded LAPACK: OpenBLAS's threaded ``dpotrf`` segfaults on
+#: large orders (OpenMathLib/OpenBLAS#1413, #2821; here OpenBLAS 0.3.30, 2 threads, from n ~ 16000),
+#: so larger catalogues are factorised on one thread.
+_THREADED_LAPACK_MAX = 10_000
 
 
 class EASE(Recommender):
@@ -35,7 +39,8 @@ class EASE(Recommender):
     lam : float > 0
         L2 regularisation ``lambda`` (Steck uses a few hundred to a few thousand).
     num_threads : int
-        BLAS/LAPACK threads while fitting and numba threads in ``recommend`` (0 = library default).
+        BLAS/LAPACK threads while fitting (one above 10,000 items, see ``_THREADED_LAPACK_MAX``) and
+        numba threads in ``recommend`` (0 = library default).
     show_progress : bool
         Unused (one closed-form solve); kept for a uniform API.
     max_items : int
@@ -70,7 +75,8 @@ class EASE(Recommender):
         n = X.shape[1]
         G = (X.T @ X).toarray()
         G[np.diag_indices(n)] += self.lam
-        with threadpool_limits(self.num_threads or None, user_api="blas"):
+        threads = 1 if n > _THREADED_LAPACK_MAX else (self.num_threads or None)
+        with threadpool_limits(threads, user_api="blas"):
             c, _ = cho_factor(G, lower=False, overwrite_a=True, check_finite=False)
             potri = get_lapack_funcs("potri", (c,))
             P, info = potri(c, lower=False, overwrite_c=True)
