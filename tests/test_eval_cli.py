@@ -314,7 +314,9 @@ def test_every_method_has_grids_per_budget():
     assert get_method("FEBRi-SLIM").defaults("paper")["iterations"] == 2_000_000
     assert {s["lam"] for s in get_method("FEBRu-KUNN").secondary["paper"]} == {1e-4, 1e-3, 1e-2, 1e-1}
     assert {s["l1"] for s in get_method("SLIM").secondary["paper"]} == {10.0, 1.0, 0.1}
-    assert {s["alpha"] for s in get_method("ALS").secondary["paper"]} == {1.0, 0.1, 0.01, 0.001}
+    # the dissertation's a in {1, 0.1, 0.01, 0.001} is implicit's alpha = 1 + a (models.ALS)
+    assert {round(s["alpha"] - 1, 12) for s in get_method("ALS").secondary["paper"]} == {1.0, 0.1, 0.01, 0.001}
+    assert {s["regularization"] for s in get_method("ALS").secondary["quick"]} == {1.0, 10.0, 100.0}
 
 
 def test_grid_drops_k_beyond_the_catalogue():
