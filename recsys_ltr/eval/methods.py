@@ -121,12 +121,20 @@ _EASE_PAPER = (10.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)  # Steck
 _SIDES = {"i": ("item", (1,)), "u": ("user", (0,)), "iu": ("both", (0, 1))}
 
 
+def _febr_slim_secondary(budget):
+    """FEBR's lam crossed with SLIM's l1 = l2 grid: the features come from the same tuned affinity
+    as the SLIM row, so that the starting point (Theorem 4.3) is the tuned SLIM."""
+    slim = _SLIM_SECONDARY if budget == "paper" else _SLIM_SECONDARY[:2]
+    return tuple({**lam, "affinity_params": reg} for reg in slim for lam in _FEBR_SECONDARY[budget])
+
+
 def _febr(side, affinity):
     kind, group = _AFFINITIES[affinity]
     side_name, k_axis = _SIDES[side]
+    secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
         f"FEBR{side}-{affinity}", _model("FEBR", affinity=kind, side=side_name), "k",
-        _both((50, 100), K_PAPER), _FEBR_SECONDARY, _FEBR_FIXED, group,
+        _both((50, 100), K_PAPER), secondary, _FEBR_FIXED, group,
         f"FEBR{side} (sec. 4.5-4.6) over the {group} affinity, trained by OPT-ADG (Alg. 4.2)", k_axis,
         uses_validation=True, seeded=True,
     )
