@@ -1,7 +1,7 @@
 """FEBRi with cosine / KUNN / SLIM affinities next to item-p, SLIM, implicit ALS and BPR (issue 5, sec. 4).
 
 One holdout fold (70/10/20, seed 0) per data set; every method tuned modestly on validation ADG
-(grids below), then fitted settings reported on test (validation items excluded from candidates).
+(grids below; ALS and BPR by the eval CLI's quick two-level grids), then fitted settings reported on test (validation items excluded from candidates).
 FEBR (lam = 1e-4, early stopping after 3 evaluations every 100k samples without a better validation
 ADG, the initial theta = item-p / SLIM included) is tuned over k, the learning rate and the label
 holdout (0: the paper; 0.2: features of training pairs from 80% of each user's positives).  FEBR's
@@ -19,9 +19,8 @@ from __future__ import annotations
 import argparse
 import itertools
 
-import numpy as np
-
 from recsys_ltr.datasets import load
+from recsys_ltr.eval.runner import tune
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import SLIM, ItemKNN
 from recsys_ltr.models.febr import FEBR
@@ -33,26 +32,17 @@ FEBR_K_GRID = (50, 100)
 THREADS = 2
 
 
-def _mf(cls, train, **params):
-    """Fit an implicit matrix factorisation; return its scorer ``ids -> U[ids] V^T``."""
-    model = cls(num_threads=THREADS, random_state=0, **params)
-    model.fit(train.astype(np.float32), show_progress=False)
-    U, V = np.asarray(model.user_factors, np.float64), np.asarray(model.item_factors, np.float64)
-    return lambda ids: U[ids] @ V.T
-
-
 def candidates(train):
-    from implicit.cpu.als import AlternatingLeastSquares
-    from implicit.cpu.bpr import BayesianPersonalizedRanking
-
     for k in K_GRID:
         yield "item-p", {"k": k}, lambda k=k: ItemKNN(k=k, num_threads=THREADS).fit(train)
     for k, l1 in itertools.product((20, 50), (0.1, 1.0)):
         yield "SLIM", {"k": k, "l1": l1}, lambda k=k, l1=l1: SLIM(k=k, l1=l1, l2=1.0, num_threads=THREADS).fit(train)
-    for f in (32, 64):
-        yield "ALS", {"factors": f}, lambda f=f: _mf(AlternatingLeastSquares, train, factors=f, iterations=15)
-    for f in (32, 64):
-        yield "BPR", {"factors": f}, lambda f=f: _mf(BayesianPersonalizedRanking, train, factors=f, iterations=100)
+
+
+def tuned_anchor(name, train, val):
+    """ALS / BPR tuned by ``python -m recsys_ltr.eval``'s two-level quick grids: (val ADG, params, model)."""
+    params, model, trials = tune(name, train, val, budget="quick", random_state=0, num_threads=THREADS)
+    return max(t["validation_ADG"] for t in trials), params, model
 
 
 def main():
@@ -68,6 +58,8 @@ def main():
             adg = evaluate(scorer, train, val, metrics=["ADG"], num_threads=THREADS)["ADG"]
             if adg > best.get(method, (-1,))[0]:
                 best[method] = (adg, params, scorer)
+        for anchor in ("ALS", "BPR"):
+            best[anchor] = tuned_anchor(anchor, train, val)
         slim_k, slim_l1 = best["SLIM"][1]["k"], best["SLIM"][1]["l1"]
         for kind in ("cosine", "kunn", "slim"):
             for k, lr, h in itertools.product(FEBR_K_GRID if kind != "slim" else (slim_k,), (1e-3, 1e-2), (0.0, 0.2)):
