@@ -64,7 +64,7 @@ from recsys_ltr.neighbors.content import ContentAffinity, top_fraction  # noqa: 
 
 METRICS = ("ADG", "REC@10")
 COLD_FRACTION = 0.2
-FRML_FIXED = dict(learning_rate=8.0, init="pca", kappa=0.1, max_iter=5000)  # as tuned in bench_frml.py
+FRML_FIXED = dict(learning_rate=16.0, init="pca", kappa=0.1, max_iter=5000)  # as tuned in bench_frml.py
 FRML_GRID = [dict(n_components=m, relevance=f) for m in (32, 64) for f in (0.05, 0.01)]
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the learned distance (0: Euclidean on tags)
 
