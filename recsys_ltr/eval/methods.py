@@ -70,14 +70,11 @@ class Method:
 
 
 def _model(class_name, **fixed):
-    """Factory for a ``recsys_ltr.models`` class, imported on first use (``ImportError`` when the
-    class or its optional dependency is missing)."""
+    """Factory for a ``recsys_ltr.models`` class, imported on first use."""
 
     def build(**params):
         import recsys_ltr.models as models
 
-        if not hasattr(models, class_name):
-            raise ImportError(f"recsys_ltr.models has no {class_name} in this version")
         return getattr(models, class_name)(**fixed, **params)
 
     return build
