@@ -46,7 +46,7 @@ def _one(name, method, samples):
     train, val, test = _split(name)
     extra = {}
     if method == "FEBR":  # warm-up on 500 users: numba loads its cached kernels once per process
-        from recsys_ltr.models.febr import FEBR
+        from recsys_ltr.febr.model import FEBR
 
         t0 = time.perf_counter()
         FEBR(k=10, iterations=2000, eval_every=1000, num_threads=THREADS).fit(train[:500], val[:500])

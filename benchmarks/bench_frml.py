@@ -56,7 +56,8 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from recsys_ltr.metric.frml import FRML, label_relevance, retrieval_metrics  # noqa: E402
+from recsys_ltr.metric_learning.frml import FRML, label_relevance  # noqa: E402
+from recsys_ltr.metrics import retrieval_metrics  # noqa: E402
 from recsys_ltr.neighbors.content import top_fraction  # noqa: E402
 
 VENV = Path.home() / ".cache" / "recsys_ltr" / "bench-venv"

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from recsys_ltr.datasets.letor import load_letor
-from recsys_ltr.metric.lgmml import LGMML
+from recsys_ltr.ltr.lgmml import LGMML
 from recsys_ltr.query_metrics import ranking_report
 
 KEYS = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")

@@ -57,7 +57,7 @@ from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recsys_ltr.metric.frml import FRML  # noqa: E402
+from recsys_ltr.metric_learning.frml import FRML  # noqa: E402
 from recsys_ltr.metrics import evaluate  # noqa: E402
 from recsys_ltr.models.content import ContentItemKNN  # noqa: E402
 from recsys_ltr.neighbors.content import ContentAffinity, top_fraction  # noqa: E402

@@ -23,7 +23,7 @@ from recsys_ltr.datasets import load
 from recsys_ltr.eval.runner import tune
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import SLIM, ItemKNN
-from recsys_ltr.models.febr import FEBR
+from recsys_ltr.febr.model import FEBR
 from recsys_ltr.split import holdout
 
 METRICS = ["ADG", "MAP", "NDCG", "REC@10", "ATOP"]

@@ -48,7 +48,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from recsys_ltr import _ranking
-from recsys_ltr._ranking import BASE_METRICS, evaluate_block, rank_block
+from recsys_ltr._ranking import BASE_METRICS, evaluate_block, metrics_from_ranks, rank_block
 from recsys_ltr._validation import (
     check_feedback,
     check_ids,
@@ -58,7 +58,8 @@ from recsys_ltr._validation import (
     numba_threads,
 )
 
-__all__ = ["evaluate", "rank_test_items", "EvaluationResult", "METRICS", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["evaluate", "rank_test_items", "retrieval_metrics", "squared_distances", "EvaluationResult", "METRICS",
+           "DEFAULT_BLOCK_BYTES"]
 
 #: Metric names accepted by :func:`evaluate`; ``REC`` and ``P`` take a cutoff (``"REC@20"``, or
 #: the ``k`` argument when written bare).  Result keys always carry the cutoff.
@@ -233,6 +234,69 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
     ranks, n_cand, nan_rows = rank_block(*args)
     _check_nan(nan_rows)
     return ranks, n_cand
+
+
+def squared_distances(Zq, Zdb, db_norms):
+    """Squared Euclidean distances between the rows of ``Zq`` and ``Zdb`` (``db_norms``: squared
+    norms of the rows of ``Zdb``), clipped at 0 against rounding."""
+    D = (Zq * Zq).sum(axis=1)[:, None] - 2.0 * (Zq @ Zdb.T) + db_norms[None, :]
+    return np.maximum(D, 0.0, out=D)
+
+
+def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dict:
+    """Retrieval quality of an embedding: queries ``Zq`` rank the database ``Zdb`` by Euclidean
+    distance (dissertation sec. 3.5).
+
+    Parameters
+    ----------
+    Zq, Zdb : arrays (n_queries, m), (n_database, m)
+        Embedded queries and database (e.g. ``FRML.transform``; the raw data for Euclidean).
+    relevance : sparse matrix (n_queries, n_database)
+        Nonzero = relevant.  Queries without a relevant point are left out of the means.
+    ks : tuple of int
+        Cutoffs of P@k.
+    exclude_self : bool
+        Queries are the database (``Zq is Zdb``): leave each query out of its own ranking.
+
+    Returns
+    -------
+    dict
+        ``{"MAP", "AUC", "P@k" for k in ks, "n_queries"}``: means over the evaluated queries.
+    """
+    Zq, Zdb = np.asarray(Zq, dtype=np.float64), np.asarray(Zdb, dtype=np.float64)
+    if Zq.ndim != 2 or Zdb.ndim != 2 or Zq.shape[1] != Zdb.shape[1]:
+        raise ValueError(f"Zq and Zdb must be 2-D with equal widths, got {Zq.shape} and {Zdb.shape}")
+    R = check_feedback(relevance, "relevance", allow_empty=True)
+    if R.shape != (Zq.shape[0], Zdb.shape[0]):
+        raise ValueError(f"relevance must be {(Zq.shape[0], Zdb.shape[0])} (queries x database), got {R.shape}")
+    if exclude_self and Zq.shape[0] != Zdb.shape[0]:
+        raise ValueError("exclude_self needs the queries to be the database")
+    n_db = Zdb.shape[0]
+    ks = tuple(check_positive_int(k, "k", maximum=n_db) for k in ks)
+    cutoffs = np.asarray(sorted(set(ks)), dtype=np.int64)
+    rows = np.flatnonzero(np.diff(R.indptr) > 0)
+    if rows.size == 0:
+        raise ValueError("no query has a relevant point in the database: metrics are undefined")
+    empty = sp.csr_matrix((1, n_db))
+    norms = (Zdb * Zdb).sum(axis=1)
+    step = max(1, DEFAULT_BLOCK_BYTES // (8 * n_db))
+    tables = []
+    for s in range(0, rows.size, step):
+        block = rows[s : s + step]
+        scores = -squared_distances(Zq[block], Zdb, norms)
+        exclude = sp.csr_matrix((np.ones(block.size), (np.arange(block.size), block)), shape=scores.shape)
+        ranks, n_cand = rank_test_items(
+            scores, empty[np.zeros(block.size, dtype=np.int64)], R[block], exclude if exclude_self else None
+        )
+        te_ptr = np.concatenate(([0], np.cumsum(np.diff(R[block].indptr)))).astype(np.int64)
+        tables.append(metrics_from_ranks(ranks, te_ptr, n_cand, np.arange(block.size, dtype=np.int64), cutoffs))
+    table = np.vstack(tables)
+    out = {"MAP": float(table[:, BASE_METRICS.index("MAP")].mean())}
+    for k in ks:
+        out[f"P@{k}"] = float(table[:, len(BASE_METRICS) + 2 * int(np.searchsorted(cutoffs, k)) + 1].mean())
+    out["AUC"] = float(table[:, BASE_METRICS.index("AUC")].mean())
+    out["n_queries"] = int(rows.size)
+    return out
 
 
 # ----------------------------------------------------------------------------------- helpers

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recsys_ltr.metric.frml import FRML
+from recsys_ltr.metric_learning.frml import FRML
 from recsys_ltr.models.content import ContentItemKNN
 from recsys_ltr.neighbors import content as content_module
 from recsys_ltr.neighbors.affinity import Affinity

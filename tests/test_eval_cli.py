@@ -81,7 +81,7 @@ def test_runner_picks_setting_on_validation(small):
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
     original = runner.evaluate
-    monkeypatch.setattr("recsys_ltr.models.febr.FEBR._validation_adg",
+    monkeypatch.setattr("recsys_ltr.febr.model.FEBR._validation_adg",
                         lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"])
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))

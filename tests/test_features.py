@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_knn import random_feedback
 
-from recsys_ltr.features import AGGREGATORS, FeatureExtractor, build_affinities, feature_names
+from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor, build_affinities, feature_names
 from recsys_ltr.models import KUNN, ItemKNN
 from recsys_ltr.neighbors import Affinity, cosine_affinity, kunn_affinity
 
@@ -76,7 +76,7 @@ def test_features_match_literal(seed, m, n, side, kind, k, bitset):
     D = random_feedback(rng, m, n, 0.35)
     with pytest.MonkeyPatch.context() as patch:
         if not bitset:  # force the binary-search path
-            patch.setattr("recsys_ltr.features._BITSET_BYTES", -1)
+            patch.setattr("recsys_ltr.febr.features._BITSET_BYTES", -1)
         fe, item, user = extractor_for(D, k, side, kind, rng)
     assert (fe.state[9].size > 0) == bitset
     expected = literal_features(D, k, item, user)

@@ -7,10 +7,10 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from test_knn import random_feedback
 
-from recsys_ltr.features import AGGREGATORS, FeatureExtractor
+from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.base import Recommender
-from recsys_ltr.models.febr import FEBR, _febr_score, _febr_update
+from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update
 from recsys_ltr.neighbors import cosine_affinity
 from recsys_ltr.split import holdout
 from recsys_ltr.warp import WarpSampler

@@ -9,16 +9,16 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from recsys_ltr.metric._riemann import symmetric_gradient_update
-from recsys_ltr.metric.frml import (
+from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
+from recsys_ltr.metric_learning.frml import (
     FRML,
     _check_data,
     _neg_sq_distance,
     _row_differences,
     _step,
     label_relevance,
-    retrieval_metrics,
 )
+from recsys_ltr.metrics import retrieval_metrics
 from recsys_ltr.warp import Minibatch, opt_est
 
 # ----------------------------------------------------------------------------- dense references
@@ -272,7 +272,7 @@ def test_reproducible_and_thread_independent(task):
 def test_blas_runs_on_one_thread_during_sgd_and_is_restored(task, monkeypatch):
     from threadpoolctl import threadpool_info
 
-    import recsys_ltr.metric.frml as frml_module
+    import recsys_ltr.metric_learning.frml as frml_module
 
     Xtr, ytr, _, _ = task
     blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]  # noqa: E731

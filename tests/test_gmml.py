@@ -9,8 +9,8 @@ import scipy.linalg as sla
 from hypothesis import given, settings, strategies as st
 from sklearn.base import clone
 
-from recsys_ltr.metric.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
-from recsys_ltr.metric.lgmml import LGMML
+from recsys_ltr.metric_learning.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
+from recsys_ltr.ltr.lgmml import LGMML
 
 
 def _spd(rng, d, rank=None, ridge=0.1):
@@ -131,7 +131,7 @@ def test_fit_samples_valid_pairs_and_learns_class_structure():
 
 
 def test_pair_sampler_semantics():
-    from recsys_ltr.metric.gmml import _sample_pairs
+    from recsys_ltr.metric_learning.gmml import _sample_pairs
 
     cls = np.array([2, 0, 1, 0, 2, 2, 1, 0])
     counts = np.bincount(cls)

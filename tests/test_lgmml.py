@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from recsys_ltr.metric.gmml import GMML
-from recsys_ltr.metric.lgmml import LGMML
+from recsys_ltr.metric_learning.gmml import GMML
+from recsys_ltr.ltr.lgmml import LGMML
 from recsys_ltr.query_metrics import ndcg_at_k, ranking_report
 
 

@@ -4,7 +4,7 @@ from .base import Recommender
 from .content import ContentItemKNN
 from .ease import EASE
 from .factorization import ALS, BPR, LightFMWARP
-from .febr import FEBR
+from ..febr.model import FEBR
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .slim import SLIM

@@ -2,7 +2,7 @@
 
 Items nobody has consumed have no collaborative neighbours, but they have content (tags, text).
 :class:`ContentAffinity` embeds the content ``F`` (items x features) with a metric -- a fitted
-:class:`~recsys_ltr.metric.FRML` or anything with ``transform`` (Euclidean on ``F`` itself when
+:class:`~recsys_ltr.metric_learning.FRML` or anything with ``transform`` (Euclidean on ``F`` itself when
 ``metric=None``) -- and keeps, for every item ``i``, its ``k`` nearest other items
 
     KNN(i) = the k items j != i with the smallest d(i, j) = ||z_i - z_j||, ties by smaller id,

@@ -5,6 +5,7 @@
   ``L̃^(β)`` (Eq. 3.11), OPT-EST (Eq. 3.20), rank-γ truncation (Eq. 3.21).
 * :mod:`recsys_ltr.warp.sampler` — :class:`WarpSampler` and its numba kernels; the module
   docstring documents the API with a worked example.
+* :mod:`recsys_ltr.warp.dot` — the reference dot-product model (the template for a new model).
 """
 
 from recsys_ltr.warp.estimators import (
@@ -17,16 +18,8 @@ from recsys_ltr.warp.estimators import (
     warp_estimator,
 )
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
-from recsys_ltr.warp.sampler import (
-    DOT_ROWS,
-    Minibatch,
-    WarpSampler,
-    WarpStats,
-    dot_score,
-    dot_update,
-    warp_minibatch,
-    warp_sgd,
-)
+from recsys_ltr.warp.dot import DOT_ROWS, dot_score, dot_update
+from recsys_ltr.warp.sampler import Minibatch, WarpSampler, WarpStats, warp_minibatch, warp_sgd
 
 __all__ = [
     "NML_KINDS",

@@ -67,8 +67,8 @@ the call history and the model, never on the thread count.  Use them through
 Example
 -------
 A dot-product model (user factors · item factors), trained with β = 10 and the reciprocal loss;
-:func:`dot_score` and :func:`dot_update` at the end of this module are the two functions it needs,
-and the template for any model::
+:func:`~recsys_ltr.warp.dot.dot_score` and :func:`~recsys_ltr.warp.dot.dot_update` are the two
+functions it needs, and the template for any model::
 
     import numpy as np
     from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
@@ -96,7 +96,7 @@ from recsys_ltr._validation import check_feedback, check_num_threads, check_posi
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 
-__all__ = ["WarpSampler", "WarpStats", "Minibatch", "warp_sgd", "warp_minibatch", "dot_score", "dot_update", "DOT_ROWS"]
+__all__ = ["WarpSampler", "WarpStats", "Minibatch", "warp_sgd", "warp_minibatch"]
 
 _REJECT, _COUNT, _EXPLICIT = 0, 1, 2
 _BY_LOSS, _BY_TABLE = 0, 1
@@ -538,34 +538,3 @@ class WarpSampler:
         if not isinstance(model_state, tuple) or len(model_state) == 0:
             raise TypeError("model_state must be a non-empty tuple (of arrays / scalars)")
         return model_state
-
-
-# ---------------------------------------------------------------------------------------------
-# Reference model: dot product of user and item factors (tests, benchmark, docs)
-# ---------------------------------------------------------------------------------------------
-
-
-#: ``rows`` of the dot-product model for :meth:`WarpSampler.sgd`: ``U`` per query, ``V`` per item.
-DOT_ROWS = {0: "query", 1: "item"}
-
-
-@njit(cache=True)
-def dot_score(state, q, i):
-    """``U[q] · V[i]`` with ``state = (U, V)``."""
-    U, V = state
-    s = 0.0
-    for f in range(U.shape[1]):
-        s += U[q, f] * V[i, f]
-    return s
-
-
-@njit(cache=True)
-def dot_update(state, q, pos, neg, weight, lr):
-    """SGD step on ``weight * (margin - U[q]·V[pos] + U[q]·V[neg])`` (no regulariser)."""
-    U, V = state
-    step = lr * weight
-    for f in range(U.shape[1]):
-        u = U[q, f]
-        U[q, f] -= step * (V[neg, f] - V[pos, f])
-        V[pos, f] += step * u
-        V[neg, f] -= step * u

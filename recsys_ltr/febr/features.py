@@ -40,9 +40,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from ._validation import check_feedback, check_ids, check_num_threads
-from .neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
-from .neighbors.knn import check_k, numba_threads
+from .._validation import check_feedback, check_ids, check_num_threads
+from ..neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
+from ..neighbors.knn import check_k, numba_threads
 
 __all__ = ["AGGREGATORS", "SIDES", "AFFINITIES", "FeatureExtractor", "build_affinities", "feature_names",
            "pair_aggregates", "pair_features", "finish"]

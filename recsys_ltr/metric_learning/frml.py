@@ -13,7 +13,7 @@ step (Alg. 3.4, minibatch variant) draws ``b`` pairs ``(q, x+)`` with one β-WSS
 the shared engine :class:`recsys_ltr.warp.WarpSampler`, forms the symmetric step
 ``G = -η/b Σ [(w + λ) v+ v+ᵀ - w v- v-ᵀ]`` (``v± = q - x±``; ``w = 0`` and no ``v-`` when the
 round found no violator) and retracts it onto the manifold with
-:func:`recsys_ltr.metric._riemann.symmetric_gradient_update` (Alg. 3.3, Lemmas 3.4-3.5).
+:func:`recsys_ltr.metric_learning._riemann.symmetric_gradient_update` (Alg. 3.3, Lemmas 3.4-3.5).
 FRML-AUC is ``beta=1`` (Theorem 3.6); ``kappa`` sets ``β_q = ceil(κ |X-_q|)`` (sec. 3.5).
 
 Units: the data are divided internally by one scalar, the root mean squared distance between
@@ -24,9 +24,8 @@ Threads: ``num_threads`` numba threads sample minibatches of ``batch_size >= 32`
 runs BLAS on one thread, since its products are small (``d x m``) and threaded OpenBLAS only adds
 synchronisation (a 2-core machine under load: 243 s instead of 6 s for d = 1000, m = 64).
 
-Retrieval metrics (:func:`retrieval_metrics`, protocol of sec. 3.5): each query ranks the whole
-database by increasing learned distance; MAP, P@k and AUC come from the shared ranking kernels of
-:mod:`recsys_ltr.metrics` (ties broken by database index).
+Retrieval quality (protocol of sec. 3.5) is measured by :func:`recsys_ltr.metrics.retrieval_metrics`:
+each query ranks the whole database by increasing learned distance.
 """
 
 from __future__ import annotations
@@ -42,13 +41,12 @@ from sklearn.utils.extmath import randomized_svd
 from threadpoolctl import threadpool_limits
 
 from recsys_ltr._io import DenseStateIO
-from recsys_ltr._ranking import BASE_METRICS, metrics_from_ranks
 from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, check_random_state
-from recsys_ltr.metric._riemann import symmetric_gradient_update
-from recsys_ltr.metrics import rank_test_items
+from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
+from recsys_ltr.metrics import retrieval_metrics, squared_distances
 from recsys_ltr.warp import WarpSampler
 
-__all__ = ["FRML", "retrieval_metrics", "label_relevance"]
+__all__ = ["FRML", "label_relevance"]
 
 _LOSS_KINDS = ("reciprocal", "pak", "uniform")
 _BLOCK_FLOATS = 2**22  # bound on one dense distance block (32 MiB of float64)
@@ -162,70 +160,6 @@ def _square_pairs(M, n, name) -> sp.csr_matrix:
     M = sp.csr_matrix(M - sp.diags(M.diagonal()))
     M.eliminate_zeros()
     return M
-
-
-# ------------------------------------------------------------------------------ retrieval
-
-
-def _sq_distances(Zq, Zdb, db_norms):
-    D = (Zq * Zq).sum(axis=1)[:, None] - 2.0 * (Zq @ Zdb.T) + db_norms[None, :]
-    return np.maximum(D, 0.0, out=D)
-
-
-def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dict:
-    """Retrieval quality of an embedding: queries ``Zq`` rank the database ``Zdb`` by Euclidean
-    distance (dissertation sec. 3.5).
-
-    Parameters
-    ----------
-    Zq, Zdb : arrays (n_queries, m), (n_database, m)
-        Embedded queries and database (e.g. ``FRML.transform``; the raw data for Euclidean).
-    relevance : sparse matrix (n_queries, n_database)
-        Nonzero = relevant.  Queries without a relevant point are left out of the means.
-    ks : tuple of int
-        Cutoffs of P@k.
-    exclude_self : bool
-        Queries are the database (``Zq is Zdb``): leave each query out of its own ranking.
-
-    Returns
-    -------
-    dict
-        ``{"MAP", "AUC", "P@k" for k in ks, "n_queries"}``: means over the evaluated queries.
-    """
-    Zq, Zdb = np.asarray(Zq, dtype=np.float64), np.asarray(Zdb, dtype=np.float64)
-    if Zq.ndim != 2 or Zdb.ndim != 2 or Zq.shape[1] != Zdb.shape[1]:
-        raise ValueError(f"Zq and Zdb must be 2-D with equal widths, got {Zq.shape} and {Zdb.shape}")
-    R = check_feedback(relevance, "relevance", allow_empty=True)
-    if R.shape != (Zq.shape[0], Zdb.shape[0]):
-        raise ValueError(f"relevance must be {(Zq.shape[0], Zdb.shape[0])} (queries x database), got {R.shape}")
-    if exclude_self and Zq.shape[0] != Zdb.shape[0]:
-        raise ValueError("exclude_self needs the queries to be the database")
-    n_db = Zdb.shape[0]
-    ks = tuple(check_positive_int(k, "k", maximum=n_db) for k in ks)
-    cutoffs = np.asarray(sorted(set(ks)), dtype=np.int64)
-    rows = np.flatnonzero(np.diff(R.indptr) > 0)
-    if rows.size == 0:
-        raise ValueError("no query has a relevant point in the database: metrics are undefined")
-    empty = sp.csr_matrix((1, n_db))
-    norms = (Zdb * Zdb).sum(axis=1)
-    step = max(1, _BLOCK_FLOATS // n_db)
-    tables = []
-    for s in range(0, rows.size, step):
-        block = rows[s : s + step]
-        scores = -_sq_distances(Zq[block], Zdb, norms)
-        exclude = sp.csr_matrix((np.ones(block.size), (np.arange(block.size), block)), shape=scores.shape)
-        ranks, n_cand = rank_test_items(
-            scores, empty[np.zeros(block.size, dtype=np.int64)], R[block], exclude if exclude_self else None
-        )
-        te_ptr = np.concatenate(([0], np.cumsum(np.diff(R[block].indptr)))).astype(np.int64)
-        tables.append(metrics_from_ranks(ranks, te_ptr, n_cand, np.arange(block.size, dtype=np.int64), cutoffs))
-    table = np.vstack(tables)
-    out = {"MAP": float(table[:, BASE_METRICS.index("MAP")].mean())}
-    for k in ks:
-        out[f"P@{k}"] = float(table[:, len(BASE_METRICS) + 2 * int(np.searchsorted(cutoffs, k)) + 1].mean())
-    out["AUC"] = float(table[:, BASE_METRICS.index("AUC")].mean())
-    out["n_queries"] = int(rows.size)
-    return out
 
 
 # ------------------------------------------------------------------------------ estimator
@@ -535,7 +469,7 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         ind = np.empty((Zq.shape[0], n_neighbors), dtype=np.int64)
         step = max(1, _BLOCK_FLOATS // n_db)
         for s in range(0, Zq.shape[0], step):
-            D = _sq_distances(Zq[s : s + step], self.embedding_, norms)
+            D = squared_distances(Zq[s : s + step], self.embedding_, norms)
             if self_query:
                 D[np.arange(D.shape[0]), np.arange(s, s + D.shape[0])] = np.inf
             part = np.argpartition(D, n_neighbors - 1, axis=1)[:, :n_neighbors]

@@ -1,6 +1,6 @@
 """FEBR: feature-extraction-based ranking trained for ADG by OPT-ADG (dissertation sec. 4.5-4.6).
 
-Features ``phi(u, i)`` are the aggregates of :mod:`recsys_ltr.features` (item side, user side or
+Features ``phi(u, i)`` are the aggregates of :mod:`recsys_ltr.febr.features` (item side, user side or
 both), z-scored with the mean and scale of every feature over the training pairs (all items of at
 most 1000 evenly spaced users); the scorer is
 linear, ``f(u, i) = theta . (phi(u, i) - mean) / scale``.  Training minimises the surrogate of
@@ -36,14 +36,14 @@ import numpy as np
 from numba import njit
 
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape
-from ..features import (_W, AGGREGATORS, SIDES, FeatureExtractor, _has, build_affinities, finish, pair_aggregates,
+from .features import (_W, AGGREGATORS, SIDES, FeatureExtractor, _has, build_affinities, finish, pair_aggregates,
                         pair_features)
 from ..metrics import evaluate
 from ..neighbors.affinity import Affinity, kunn_weights
 from ..neighbors.knn import check_k, knn_index, knn_query
 from ..split import holdout as split_holdout
 from ..warp import WarpSampler
-from .base import Recommender
+from ..models.base import Recommender
 
 __all__ = ["FEBR"]
 
@@ -173,7 +173,7 @@ class FEBR(Recommender):
     Notes
     -----
     ``score``/``recommend`` compute all items of a user at once by scattering over the reverse
-    neighbourhoods (:class:`~recsys_ltr.features.FeatureExtractor`), ``O(|O+_u| k + n)``.  Ties
+    neighbourhoods (:class:`~recsys_ltr.febr.features.FeatureExtractor`), ``O(|O+_u| k + n)``.  Ties
     (e.g. every item without active neighbours) are broken by training popularity, then id, so a
     user without history gets the popularity order.  FEBRi is item-based: ``recommend`` scores new
     users from ``user_items`` without refitting.  FEBRu/FEBRiu use the stored ``KNN_k(u)`` of

@@ -51,7 +51,7 @@ from .._validation import check_num_threads, check_positive_int, check_random_st
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
 from .._io import DenseStateIO
-from .gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
+from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
 
 __all__ = ["LGMML"]
 

@@ -1,0 +1,10 @@
+"""Metric learning: FRML (dissertation ch. 3) and GMML (Zadeh, Hosseini & Sra 2016).
+
+Estimators follow metric-learn's shape: ``fit``, ``transform``, ``components_`` and
+``get_mahalanobis_matrix()``.  The query-document learner L-GMML lives in :mod:`recsys_ltr.ltr`.
+"""
+
+from .frml import FRML
+from .gmml import GMML
+
+__all__ = ["FRML", "GMML"]
