@@ -22,15 +22,15 @@ import os
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import argparse
+import time
 
-import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import numpy as np
+from threadpoolctl import threadpool_limits
 
-from recsys_ltr import datasets, split  # noqa: E402
-from recsys_ltr.metrics import evaluate  # noqa: E402
-from recsys_ltr.models import ALS, BPR, EASE, LightFMWARP, Popularity  # noqa: E402
+from recsys_ltr import datasets, split
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import ALS, BPR, EASE, LightFMWARP, Popularity
 
 THREADS = 2
 
@@ -56,6 +56,7 @@ def implicit_fit(cls, **params):
     def fit(X32):
         with threadpool_limits(1, user_api="blas"):
             cls(num_threads=THREADS, random_state=0, **params).fit(X32, show_progress=False)
+
     return fit
 
 
@@ -73,14 +74,19 @@ def speed(runs):
     train, _, _ = split.holdout(X, seed=0)
     X32 = train.astype(np.float32)
     pairs = {
-        "EASE fit vs numpy inv": (lambda: EASE(lam=500.0, num_threads=THREADS).fit(train),
-                                  lambda: numpy_ease(train, 500.0)),
-        "ALS fit vs implicit": (lambda: ALS(num_threads=THREADS).fit(train),
-                                lambda: implicit_fit(AlternatingLeastSquares, factors=64)(X32)),
-        "BPR fit vs implicit": (lambda: BPR(num_threads=THREADS).fit(train),
-                                lambda: implicit_fit(BayesianPersonalizedRanking, factors=64)(X32)),
-        "LightFM fit vs lightfm": (lambda: LightFMWARP(num_threads=THREADS).fit(train),
-                                   lambda: lightfm_fit(train)),
+        "EASE fit vs numpy inv": (
+            lambda: EASE(lam=500.0, num_threads=THREADS).fit(train),
+            lambda: numpy_ease(train, 500.0),
+        ),
+        "ALS fit vs implicit": (
+            lambda: ALS(num_threads=THREADS).fit(train),
+            lambda: implicit_fit(AlternatingLeastSquares, factors=64)(X32),
+        ),
+        "BPR fit vs implicit": (
+            lambda: BPR(num_threads=THREADS).fit(train),
+            lambda: implicit_fit(BayesianPersonalizedRanking, factors=64)(X32),
+        ),
+        "LightFM fit vs lightfm": (lambda: LightFMWARP(num_threads=THREADS).fit(train), lambda: lightfm_fit(train)),
     }
     print(f"movielens-1m-implicit train: {train.shape[0]} users x {train.shape[1]} items, nnz {train.nnz}")
     print(f"{'task':28s} {'ours s':>8s} {'peer s':>8s} {'ours/peer':>9s}")

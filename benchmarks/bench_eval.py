@@ -28,13 +28,13 @@ import os
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import argparse
+import time
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from recsys_ltr.datasets import load_presplit  # noqa: E402
-from recsys_ltr.metrics import DEFAULT_BLOCK_BYTES, evaluate  # noqa: E402
+from recsys_ltr.datasets import load_presplit
+from recsys_ltr.metrics import DEFAULT_BLOCK_BYTES, evaluate
 
 THREADS = 2
 K = 10
@@ -113,9 +113,11 @@ def main():
     users = np.flatnonzero(np.diff(test.indptr)).astype(np.int64)
     ref_users = np.sort(np.random.default_rng(0).choice(users, min(args.ref_users, users.size), replace=False))
     batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * train.shape[1]))
-    print(f"gowalla: {train.shape[0]:,} users x {train.shape[1]:,} items, train nnz {train.nnz:,}, "
-          f"test nnz {test.nnz:,}; {users.size:,} test users; 64 random factors; {THREADS} threads; "
-          f"median of {args.runs} runs")
+    print(
+        f"gowalla: {train.shape[0]:,} users x {train.shape[1]:,} items, train nnz {train.nnz:,}, "
+        f"test nnz {test.nnz:,}; {users.size:,} test users; 64 random factors; {THREADS} threads; "
+        f"median of {args.runs} runs"
+    )
 
     evaluate(model, train, test, users=users[:50], num_threads=THREADS)  # compile / load the kernels
     t_ours, res = timed(lambda: evaluate(model, train, test, k=K, num_threads=THREADS), args.runs)
@@ -141,13 +143,19 @@ def main():
 
     ours_rate, ref_rate = users.size / t_ours, ref_users.size / t_ref
     print(f"{'method':<34} {'users/s':>10} {'vs argsort':>11}  note")
-    print(f"{'recsys_ltr.metrics.evaluate':<34} {ours_rate:>10,.0f} {ours_rate / ref_rate:>10.1f}x  "
-          f"all users, 8 metrics over full lists ({t_ours:.2f} s; scoring alone {t_scores:.2f} s)")
-    print(f"{'numpy per-user argsort':<34} {ref_rate:>10,.0f} {1:>10.1f}x  "
-          f"{ref_users.size:,} sampled users; agrees to {worst:.1e}")
+    print(
+        f"{'recsys_ltr.metrics.evaluate':<34} {ours_rate:>10,.0f} {ours_rate / ref_rate:>10.1f}x  "
+        f"all users, 8 metrics over full lists ({t_ours:.2f} s; scoring alone {t_scores:.2f} s)"
+    )
+    print(
+        f"{'numpy per-user argsort':<34} {ref_rate:>10,.0f} {1:>10.1f}x  "
+        f"{ref_users.size:,} sampled users; agrees to {worst:.1e}"
+    )
     imp_rate = users.size / t_imp
-    print(f"{'implicit ranking_metrics_at_k':<34} {imp_rate:>10,.0f} {imp_rate / ref_rate:>10.1f}x  "
-          f"top-{K} only (not the same work)")
+    print(
+        f"{'implicit ranking_metrics_at_k':<34} {imp_rate:>10,.0f} {imp_rate / ref_rate:>10.1f}x  "
+        f"top-{K} only (not the same work)"
+    )
     print("recsys_ltr means: " + ", ".join(f"{n} {v:.4f}" for n, v in res.items()))
     print("implicit@10:      " + ", ".join(f"{n} {v:.4f}" for n, v in imp.items()))
 

@@ -53,8 +53,16 @@ def _one(name, method, samples):
         extra["warmup"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if method == "FEBR":
-        model = FEBR(affinity="cosine", side="item", k=100, eval_every=50_000, early_stopping=2,
-                     validation_users=1000, random_state=0, num_threads=THREADS).fit(train, val)
+        model = FEBR(
+            affinity="cosine",
+            side="item",
+            k=100,
+            eval_every=50_000,
+            early_stopping=2,
+            validation_users=1000,
+            random_state=0,
+            num_threads=THREADS,
+        ).fit(train, val)
         scorer = model
         extra.update(samples=model.history_[-1]["iteration"], best_iteration=model.best_iteration_)
     elif method == "ALS":
@@ -69,9 +77,11 @@ def _one(name, method, samples):
         epochs = max(1, int(round(samples / train.nnz)))
         model = LightFM(no_components=64, loss="warp", max_sampled=10, random_state=0)
         model.fit(train.tocoo(), epochs=epochs, num_threads=THREADS)
-        scorer = _dot_scorer(np.hstack([model.user_embeddings, model.user_biases[:, None]]),
-                             np.hstack([model.item_embeddings, np.ones((train.shape[1], 1), np.float32)]),
-                             item_bias=model.item_biases)
+        scorer = _dot_scorer(
+            np.hstack([model.user_embeddings, model.user_biases[:, None]]),
+            np.hstack([model.item_embeddings, np.ones((train.shape[1], 1), np.float32)]),
+            item_bias=model.item_biases,
+        )
         extra = {"epochs": epochs}
     fit = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -92,8 +102,9 @@ def _dot_scorer(U, V, item_bias=None):
 
 
 def _run(name, method, samples=0):
-    out = subprocess.run([sys.executable, __file__, "--one", name, method, str(samples)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", name, method, str(samples)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -107,8 +118,10 @@ def main():
     if args.one:
         _one(args.one[0], args.one[1], int(args.one[2]))
         return
-    print(f"{'data set':<24}{'method':<9}{'fit s':>8}{'eval s':>8}{'total s':>9}{'peak GB':>9}"
-          f"{'fit/ALS':>9}{'ADG':>8}  notes")
+    print(
+        f"{'data set':<24}{'method':<9}{'fit s':>8}{'eval s':>8}{'total s':>9}{'peak GB':>9}"
+        f"{'fit/ALS':>9}{'ADG':>8}  notes"
+    )
     for name in args.datasets:
         runs = {}
         for _ in range(args.repeats):
@@ -118,9 +131,14 @@ def main():
         med = {m: {key: float(np.median([r[key] for r in rs])) for key in rs[0]} for m, rs in runs.items()}
         for method, r in med.items():
             ratio = r["fit"] / med["ALS"]["fit"] if "ALS" in med else float("nan")
-            notes = {key: round(v, 2) for key, v in r.items() if key in ("samples", "best_iteration", "epochs", "warmup")}
-            print(f"{name:<24}{method:<9}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"
-                  f"{r['peak_gb']:>9.2f}{ratio:>9.2f}{r['ADG']:>8.4f}  {notes or ''}", flush=True)
+            notes = {
+                key: round(v, 2) for key, v in r.items() if key in ("samples", "best_iteration", "epochs", "warmup")
+            }
+            print(
+                f"{name:<24}{method:<9}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"
+                f"{r['peak_gb']:>9.2f}{ratio:>9.2f}{r['ADG']:>8.4f}  {notes or ''}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -56,9 +56,9 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from recsys_ltr.metric_learning.frml import FRML, label_relevance  # noqa: E402
-from recsys_ltr.metrics import retrieval_metrics  # noqa: E402
-from recsys_ltr.neighbors.content import top_fraction  # noqa: E402
+from recsys_ltr.metric_learning.frml import FRML, label_relevance
+from recsys_ltr.metrics import retrieval_metrics
+from recsys_ltr.neighbors.content import top_fraction
 
 VENV = Path.home() / ".cache" / "recsys_ltr" / "bench-venv"
 PEER_REQUIREMENTS = ["scikit-learn==1.5.*", "metric-learn==0.7.0"]
@@ -306,7 +306,11 @@ def main():
                     rows[method] = (None, None, note)
                 else:
                     L, fit_time = result
-                    rows[method] = (evaluate(task, L), fit_time, "pairs: 2000 similar + 2000 dissimilar" if "ytr" not in task else "")
+                    rows[method] = (
+                        evaluate(task, L),
+                        fit_time,
+                        "pairs: 2000 similar + 2000 dissimilar" if "ytr" not in task else "",
+                    )
         print_table(name, task, rows)
 
 

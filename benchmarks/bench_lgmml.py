@@ -49,9 +49,9 @@ METHODS = {
     "GMML global": ([{}], lambda p: _lgmml(n_metrics=1, queries_per_metric=10**6, n_epochs=0)),
     "LGBMRanker": (
         [dict(num_leaves=nl, n_estimators=ne) for nl, ne in itertools.product((7, 31), (100, 300))],
-        lambda p: (lambda seed: _LGBM(random_state=seed, **p)),
+        lambda p: lambda seed: _LGBM(random_state=seed, **p),
     ),
-    "best feature": ([{}], lambda p: (lambda seed: _BestFeature())),
+    "best feature": ([{}], lambda p: lambda seed: _BestFeature()),
 }
 
 
@@ -59,8 +59,14 @@ class _BestFeature:
     """Baseline: rank by the one feature (either sign) with the best training NDCG@10."""
 
     def fit(self, X, y, qid):
-        best = max(((ranking_report(y, sign * X[:, f], qid)["NDCG@10"], f, sign)
-                    for f in range(X.shape[1]) for sign in (1.0, -1.0)), key=lambda t: t[0])
+        best = max(
+            (
+                (ranking_report(y, sign * X[:, f], qid)["NDCG@10"], f, sign)
+                for f in range(X.shape[1])
+                for sign in (1.0, -1.0)
+            ),
+            key=lambda t: t[0],
+        )
         _, self.feature, self.sign = best
         return self
 
@@ -107,8 +113,11 @@ def run_fold(fold, seeds):
     train, vali, test = data["train"], data["vali"], data["test"]
     test_q = np.unique(test[2])
     with_rel = np.unique(test[2][test[1] > 0])
-    print(f"fold {fold}: {test_q.size - with_rel.size} of {test_q.size} test queries have no relevant "
-          f"document and are dropped from the means", flush=True)
+    print(
+        f"fold {fold}: {test_q.size - with_rel.size} of {test_q.size} test queries have no relevant "
+        f"document and are dropped from the means",
+        flush=True,
+    )
     out = {}
     for name, (grid, factory) in METHODS.items():
         for seed in seeds:
@@ -122,8 +131,11 @@ def run_fold(fold, seeds):
             rep = ranking_report(test[1], model.predict(test[0], test[2]), test[2])
             rep.update(fit_s=fit_s, score_us=1e6 * _score_time(model, test[0], test[2]), params=params)
             out.setdefault(name, []).append(rep)
-            print(f"fold {fold} seed {seed} {name:18s} NDCG@10 {rep['NDCG@10']:.4f} MAP {rep['MAP']:.4f} "
-                  f"fit {fit_s:.2f}s {params}", flush=True)
+            print(
+                f"fold {fold} seed {seed} {name:18s} NDCG@10 {rep['NDCG@10']:.4f} MAP {rep['MAP']:.4f} "
+                f"fit {fit_s:.2f}s {params}",
+                flush=True,
+            )
     return out
 
 
@@ -146,7 +158,9 @@ def main():
         for name, reps in run_fold(fold, args.seeds).items():
             results.setdefault(name, []).extend(reps)
 
-    print(f"\nMQ2008, folds {args.folds}, seeds {args.seeds}: test mean ± std over {len(args.folds) * len(args.seeds)} runs")
+    print(
+        f"\nMQ2008, folds {args.folds}, seeds {args.seeds}: test mean ± std over {len(args.folds) * len(args.seeds)} runs"
+    )
     print(f"{'method':18s} " + " ".join(f"{k:>15s}" for k in KEYS) + f" {'fit s (med)':>12s} {'score us/doc':>13s}")
     ref = results["LGBMRanker"]
     for name, reps in results.items():
@@ -158,10 +172,12 @@ def main():
     base = {k: np.mean([r[k] for r in ref]) for k in ("NDCG@10", "MAP")}
     bfit, bscore = np.median([r["fit_s"] for r in ref]), np.median([r["score_us"] for r in ref])
     for name, reps in results.items():
-        print(f"{name:18s} {np.mean([r['NDCG@10'] for r in reps]) / base['NDCG@10']:.3f} "
-              f"{np.mean([r['MAP'] for r in reps]) / base['MAP']:.3f} "
-              f"{np.median([r['fit_s'] for r in reps]) / bfit:.3f} "
-              f"{np.median([r['score_us'] for r in reps]) / bscore:.3f}")
+        print(
+            f"{name:18s} {np.mean([r['NDCG@10'] for r in reps]) / base['NDCG@10']:.3f} "
+            f"{np.mean([r['MAP'] for r in reps]) / base['MAP']:.3f} "
+            f"{np.median([r['fit_s'] for r in reps]) / bfit:.3f} "
+            f"{np.median([r['score_us'] for r in reps]) / bscore:.3f}"
+        )
 
 
 if __name__ == "__main__":

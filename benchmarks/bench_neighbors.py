@@ -27,16 +27,16 @@ import os
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import argparse
+import time
+import warnings
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from recsys_ltr import datasets, split  # noqa: E402
-from recsys_ltr.metrics import evaluate  # noqa: E402
-from recsys_ltr.models import KUNN, SLIM, ItemKNN, UserKNN  # noqa: E402
-from recsys_ltr.neighbors import cosine_knn  # noqa: E402
+from recsys_ltr import datasets, split
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import KUNN, SLIM, ItemKNN, UserKNN
+from recsys_ltr.neighbors import cosine_knn
 
 THREADS = 2
 K = 100
@@ -85,9 +85,9 @@ def overlap(S, T):
     S, T = S.tocsr(), T.tocsr()
     fractions = []
     for i in range(S.shape[0]):
-        ours = set(S.indices[S.indptr[i]:S.indptr[i + 1]].tolist())
+        ours = set(S.indices[S.indptr[i] : S.indptr[i + 1]].tolist())
         if ours:
-            theirs = set(T.indices[T.indptr[i]:T.indptr[i + 1]].tolist()) - {i}
+            theirs = set(T.indices[T.indptr[i] : T.indptr[i + 1]].tolist()) - {i}
             fractions.append(len(ours & theirs) / len(ours))
     return float(np.mean(fractions))
 
@@ -110,7 +110,9 @@ def bench_knn(runs):
             wall, cpu = med[method]
             ours_wall, ours_cpu = med["recsys_ltr"]
             ov = overlap(results["recsys_ltr"], results[method]) if method != "recsys_ltr" else 1.0
-            print(f"{name:<24}{method:<17}{wall:8.2f}{cpu:8.2f}{wall / ours_wall:11.2f}x{cpu / ours_cpu:10.2f}x{ov:9.3f}")
+            print(
+                f"{name:<24}{method:<17}{wall:8.2f}{cpu:8.2f}{wall / ours_wall:11.2f}x{cpu / ours_cpu:10.2f}x{ov:9.3f}"
+            )
     print("   (ratio = peer time / our time: > 1 means we are faster)")
 
 
@@ -135,8 +137,10 @@ def bench_eval(runs):
         res, wall, _ = timed(lambda: evaluate(model, train, test, exclude=val, num_threads=THREADS))
         walls.append(wall)
     n = len(res.users)
-    print(f"fit {fit_wall:.2f} s; evaluate {np.median(walls):.2f} s for {n:,} users "
-          f"({n / np.median(walls):,.0f} users/s; all 8 metrics, full ranking of {train.shape[1]:,} items)")
+    print(
+        f"fit {fit_wall:.2f} s; evaluate {np.median(walls):.2f} s for {n:,} users "
+        f"({n / np.median(walls):,.0f} users/s; all 8 metrics, full ranking of {train.shape[1]:,} items)"
+    )
 
 
 def tune(make, grid, train, val, refit):
@@ -153,7 +157,11 @@ def tune(make, grid, train, val, refit):
 
 def bench_quality():
     print("\n== 4. quality sanity, one fold (holdout val=0.1 test=0.2 seed=0), k chosen on validation ADG")
-    print(f"{'data set':<24}{'model':<8}{'k':>5}{'val ADG':>9}" + "".join(f"{m:>9}" for m in TEST_METRICS) + f"{'time s':>8}")
+    print(
+        f"{'data set':<24}{'model':<8}{'k':>5}{'val ADG':>9}"
+        + "".join(f"{m:>9}" for m in TEST_METRICS)
+        + f"{'time s':>8}"
+    )
     models = {
         "item-p": (lambda k: ItemKNN(k=k, num_threads=THREADS), False, "items"),
         "user-p": (lambda k: UserKNN(k=k, num_threads=THREADS), False, "users"),
@@ -170,7 +178,11 @@ def bench_quality():
             adg, k, model = tune(make, grid, train, val, refit)
             res = evaluate(model, train, test, exclude=val, metrics=TEST_METRICS, num_threads=THREADS)
             took = time.perf_counter() - start
-            print(f"{name:<24}{label:<8}{k:>5}{adg:9.4f}" + "".join(f"{res[m]:9.4f}" for m in TEST_METRICS) + f"{took:8.1f}")
+            print(
+                f"{name:<24}{label:<8}{k:>5}{adg:9.4f}"
+                + "".join(f"{res[m]:9.4f}" for m in TEST_METRICS)
+                + f"{took:8.1f}"
+            )
 
 
 def main():

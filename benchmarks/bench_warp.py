@@ -22,10 +22,10 @@ import time
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from recsys_ltr.datasets import load_presplit  # noqa: E402
-from recsys_ltr.warp import WarpSampler, dot_score, dot_update  # noqa: E402
+from recsys_ltr.datasets import load_presplit
+from recsys_ltr.warp import WarpSampler, dot_score, dot_update
 
 THREADS, FACTORS, BETA, LR = 2, 64, 10, 0.05
 

@@ -57,10 +57,10 @@ from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recsys_ltr.metric_learning.frml import FRML  # noqa: E402
-from recsys_ltr.metrics import evaluate  # noqa: E402
-from recsys_ltr.models.content import ContentItemKNN  # noqa: E402
-from recsys_ltr.neighbors.content import ContentAffinity, top_fraction  # noqa: E402
+from recsys_ltr.metric_learning.frml import FRML
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models.content import ContentItemKNN
+from recsys_ltr.neighbors.content import ContentAffinity, top_fraction
 
 METRICS = ("ADG", "REC@10")
 COLD_FRACTION = 0.2
@@ -95,7 +95,9 @@ def cold_split(X, seed, candidates=None):
     (default: every item)."""
     n = X.shape[1]
     candidates = np.arange(n) if candidates is None else candidates
-    cold = np.sort(np.random.default_rng(seed).choice(candidates, int(round(COLD_FRACTION * candidates.size)), replace=False))
+    cold = np.sort(
+        np.random.default_rng(seed).choice(candidates, int(round(COLD_FRACTION * candidates.size)), replace=False)
+    )
     is_cold = np.zeros(n, bool)
     is_cold[cold] = True
     coo = X.tocoo()
@@ -159,8 +161,9 @@ def constant_scorer(values):
 def cold_metrics(score, train, test, cold, threads, metrics=METRICS):
     """ADG / REC@10 of ``score`` over the cold items, for users with a training interaction."""
     users = np.flatnonzero(np.diff(train.indptr) > 0)
-    res = evaluate(cold_scorer(score, cold, train.shape[1]), train, test, metrics=metrics, users=users,
-                   num_threads=threads)
+    res = evaluate(
+        cold_scorer(score, cold, train.shape[1]), train, test, metrics=metrics, users=users, num_threads=threads
+    )
     return {m: res[m] for m in metrics}, len(res.users)
 
 
@@ -180,8 +183,14 @@ def select(train, content, cold, seed, k, threads):
     for setting in FRML_GRID:
         frml = fit_frml(vtrain, content, hidden, setting, seed, threads)
         for w in BLEND_WEIGHTS[1:]:
-            adg = cold_metrics(item_p(content, BlendedMetric(frml, w, content), vtrain, k, threads),
-                               vtrain, vtest, vcold, threads, ("ADG",))[0]["ADG"]
+            adg = cold_metrics(
+                item_p(content, BlendedMetric(frml, w, content), vtrain, k, threads),
+                vtrain,
+                vtest,
+                vcold,
+                threads,
+                ("ADG",),
+            )[0]["ADG"]
             if adg > best.get(w, (None, -np.inf))[1]:
                 best[w] = (setting, adg)
     euclid = cold_metrics(item_p(content, None, vtrain, k, threads), vtrain, vtest, vcold, threads, ("ADG",))
@@ -219,9 +228,15 @@ def run(name, X, content, seed, k, threads):
     results = {}
     for method, score in scorers.items():
         results[method], n_users = cold_metrics(score, train, test, cold, threads)
-    info = dict(users=n_users, cold=cold.size, test=test.nnz, frml_fit=frml.fit_time_,
-                frml=_describe(frml_setting), blend=f"w={w_best}" + ("" if blend is None else f", {_describe(blend_setting)}"),
-                val={w: round(v[1], 4) for w, v in sorted(chosen.items())})
+    info = dict(
+        users=n_users,
+        cold=cold.size,
+        test=test.nnz,
+        frml_fit=frml.fit_time_,
+        frml=_describe(frml_setting),
+        blend=f"w={w_best}" + ("" if blend is None else f", {_describe(blend_setting)}"),
+        val={w: round(v[1], 4) for w, v in sorted(chosen.items())},
+    )
     return results, info
 
 
@@ -238,8 +253,10 @@ def main():
     parser.add_argument("--k", type=int, default=100)
     args = parser.parse_args()
     threads = int(os.environ.get("NUMBA_NUM_THREADS", "2"))
-    print(f"# cold_start: {' '.join(sys.argv)}  (NUMBA_NUM_THREADS={threads}, medians over {args.runs} seeds; "
-          f"{COLD_FRACTION:.0%} of the items cold; candidates = cold items)")
+    print(
+        f"# cold_start: {' '.join(sys.argv)}  (NUMBA_NUM_THREADS={threads}, medians over {args.runs} seeds; "
+        f"{COLD_FRACTION:.0%} of the items cold; candidates = cold items)"
+    )
     for name in args.datasets:
         try:
             X, content = catalogue(name, args.items, args.max_tags)
@@ -248,17 +265,28 @@ def main():
             continue
         runs = [run(name, X, content, seed, args.k, threads) for seed in range(args.runs)]
         info = {key: float(np.median([r[1][key] for r in runs])) for key in ("users", "cold", "test", "frml_fit")}
-        print(f"\n## {name}: {X.shape[0]} users x {X.shape[1]} items ({content.shape[1]} tags), "
-              f"{info['cold']:.0f} cold items, {info['test']:.0f} test interactions, {info['users']:.0f} users "
-              f"evaluated; k = {args.k}; FRML fit {info['frml_fit']:.1f} s")
+        print(
+            f"\n## {name}: {X.shape[0]} users x {X.shape[1]} items ({content.shape[1]} tags), "
+            f"{info['cold']:.0f} cold items, {info['test']:.0f} test interactions, {info['users']:.0f} users "
+            f"evaluated; k = {args.k}; FRML fit {info['frml_fit']:.1f} s"
+        )
         for seed, (_, r) in enumerate(runs):
             print(f"#   seed {seed}: FRML {r['frml']}; blend {r['blend']}; validation ADG by w {r['val']}")
         base = {m: np.median([r[0]["item-p Euclid"][m] for r in runs]) for m in METRICS}
-        print(f"{'method':<15} " + " ".join(f"{m:>8}" for m in METRICS) + " " + " ".join(f"{m + '/Eu':>10}" for m in METRICS))
+        print(
+            f"{'method':<15} "
+            + " ".join(f"{m:>8}" for m in METRICS)
+            + " "
+            + " ".join(f"{m + '/Eu':>10}" for m in METRICS)
+        )
         for method in runs[0][0]:
             med = {m: float(np.median([r[0][method][m] for r in runs])) for m in METRICS}
-            print(f"{method:<15} " + " ".join(f"{med[m]:8.4f}" for m in METRICS) + " "
-                  + " ".join(f"{med[m] / base[m]:10.3f}" for m in METRICS))
+            print(
+                f"{method:<15} "
+                + " ".join(f"{med[m]:8.4f}" for m in METRICS)
+                + " "
+                + " ".join(f"{med[m] / base[m]:10.3f}" for m in METRICS)
+            )
         sys.stdout.flush()
 
 

@@ -21,9 +21,9 @@ import itertools
 
 from recsys_ltr.datasets import load
 from recsys_ltr.eval.runner import tune
+from recsys_ltr.febr.model import FEBR
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import SLIM, ItemKNN
-from recsys_ltr.febr.model import FEBR
 from recsys_ltr.split import holdout
 
 METRICS = ["ADG", "MAP", "NDCG", "REC@10", "ATOP"]
@@ -67,9 +67,18 @@ def main():
                 if kind == "slim":  # the tuned SLIM: reuse its W, or refit it on the feature part
                     affinity = best["SLIM"][2].item_affinity_ if h == 0 else "slim"
                     params = None if h == 0 else {"l1": slim_l1, "l2": 1.0}
-                model = FEBR(affinity=affinity, k=k, lam=1e-4, learning_rate=lr, iterations=args.iterations,
-                             early_stopping=3, holdout=h, affinity_params=params, random_state=0,
-                             num_threads=THREADS).fit(train, val)
+                model = FEBR(
+                    affinity=affinity,
+                    k=k,
+                    lam=1e-4,
+                    learning_rate=lr,
+                    iterations=args.iterations,
+                    early_stopping=3,
+                    holdout=h,
+                    affinity_params=params,
+                    random_state=0,
+                    num_threads=THREADS,
+                ).fit(train, val)
                 adg = max(r["val_adg"] for r in model.history_)
                 key = f"FEBRi-{kind}"
                 if adg > best.get(key, (-1,))[0]:
@@ -78,8 +87,9 @@ def main():
         print(f"{'method':<14}" + "".join(f"{m:>9}" for m in METRICS) + "  params")
         for method, (vadg, params, scorer) in best.items():
             res = evaluate(scorer, train, test, exclude=val, metrics=METRICS, num_threads=THREADS)
-            print(f"{method:<14}" + "".join(f"{res[m]:>9.4f}" for m in METRICS) + f"  [{vadg:.4f}] {params}",
-                  flush=True)
+            print(
+                f"{method:<14}" + "".join(f"{res[m]:>9.4f}" for m in METRICS) + f"  [{vadg:.4f}] {params}", flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from recsys_ltr.warp import expected_truncated_loss, nml_loss, opt_est, warp_estimator  # noqa: E402
+from recsys_ltr.warp import expected_truncated_loss, nml_loss, opt_est, warp_estimator
 
 N_IRR, K = 250, 5
 BETAS = (1, 5, 20, 50, N_IRR)

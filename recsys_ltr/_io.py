@@ -13,7 +13,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["npz_path", "write_npz", "read_npz", "DenseStateIO"]
+__all__ = ["DenseStateIO", "npz_path", "read_npz", "write_npz"]
 
 
 def npz_path(path) -> str:
@@ -89,8 +89,12 @@ class DenseStateIO:
                 if not np.issubdtype(np.asarray(value).dtype, np.number):
                     raise ValueError(f"{name} must be numeric to be saved, got dtype {np.asarray(value).dtype}")
                 arrays[name] = value
-        header = {"format": self._FORMAT, "version": self._VERSION, "class": type(self).__name__,
-                  "params": self.get_params()}
+        header = {
+            "format": self._FORMAT,
+            "version": self._VERSION,
+            "class": type(self).__name__,
+            "params": self.get_params(),
+        }
         write_npz(path, header, arrays)
 
     @classmethod

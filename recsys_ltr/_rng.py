@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 from numba import njit
 
-__all__ = ["STATE_WIDTH", "seed_state", "next_u64", "randint", "uniform"]
+__all__ = ["STATE_WIDTH", "next_u64", "randint", "seed_state", "uniform"]
 
 STATE_WIDTH = 8
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

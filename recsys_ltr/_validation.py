@@ -15,12 +15,12 @@ import scipy.sparse as sp
 __all__ = [
     "check_feedback",
     "check_ids",
+    "check_num_threads",
     "check_positive_int",
     "check_random_state",
     "check_real",
-    "check_scores",
     "check_same_shape",
-    "check_num_threads",
+    "check_scores",
     "numba_threads",
 ]
 
@@ -57,8 +57,7 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
         X = sp.csr_matrix(arr.astype(np.float64))
     else:
         raise TypeError(
-            f"{name} must be a scipy.sparse matrix, a 2-D numpy array or an Interactions object, "
-            f"got {type(X).__name__}"
+            f"{name} must be a scipy.sparse matrix, a 2-D numpy array or an Interactions object, got {type(X).__name__}"
         )
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
         raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")

@@ -78,9 +78,7 @@ class Interactions:
         self.item_features = None
         self.item_feature_names = None
         if item_features is not None:
-            self.item_features, self.item_feature_names = _check_features(
-                item_features, item_feature_names, n_items
-            )
+            self.item_features, self.item_feature_names = _check_features(item_features, item_feature_names, n_items)
         elif item_feature_names is not None:
             raise ValueError("item_feature_names given without item_features")
 
@@ -97,7 +95,7 @@ class Interactions:
         min_user_count=0,
         min_item_count=0,
         drop_empty=True,
-    ) -> "Interactions":
+    ) -> Interactions:
         """Build from a DataFrame with one event per row.
 
         Parameters
@@ -150,7 +148,7 @@ class Interactions:
         min_user_count=0,
         min_item_count=0,
         drop_empty=True,
-    ) -> "Interactions":
+    ) -> Interactions:
         """Build from parallel arrays of external user ids, item ids and optional weights.
 
         See :meth:`from_dataframe` for the parameters.
@@ -184,7 +182,7 @@ class Interactions:
         min_user_count=0,
         min_item_count=0,
         drop_empty=False,
-    ) -> "Interactions":
+    ) -> Interactions:
         """Build from a users x items scipy sparse matrix (or dense 2-D array) of weights.
 
         Stored entries are weights; explicitly stored zeros are an error unless ``threshold``
@@ -234,7 +232,7 @@ class Interactions:
             )
         return cls(X, user_ids[rows], item_ids[cols])
 
-    def with_item_features(self, features, item_ids=None, feature_names=None) -> "Interactions":
+    def with_item_features(self, features, item_ids=None, feature_names=None) -> Interactions:
         """Return a copy carrying item content aligned with the internal item index.
 
         Parameters
@@ -254,13 +252,12 @@ class Interactions:
                 raise ValueError(f"item_ids has length {item_ids.size}, features has {F.shape[0]} rows")
             dup = pd.Index(item_ids).duplicated()
             if dup.any():
-                raise ValueError(f"item_ids must be unique (one feature row per item); duplicated: "
-                                 f"{item_ids[dup][:5].tolist()}")
+                raise ValueError(
+                    f"item_ids must be unique (one feature row per item); duplicated: {item_ids[dup][:5].tolist()}"
+                )
             pos = self._item_index.get_indexer(item_ids)
             keep = np.flatnonzero(pos >= 0)
-            sel = sp.csr_matrix(
-                (np.ones(keep.size), (pos[keep], keep)), shape=(self.n_items, F.shape[0])
-            )
+            sel = sp.csr_matrix((np.ones(keep.size), (pos[keep], keep)), shape=(self.n_items, F.shape[0]))
             F = (sel @ F).tocsr()
         out = Interactions.__new__(Interactions)
         out.__dict__.update(self.__dict__)

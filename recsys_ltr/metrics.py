@@ -58,8 +58,15 @@ from recsys_ltr._validation import (
     numba_threads,
 )
 
-__all__ = ["evaluate", "rank_test_items", "retrieval_metrics", "squared_distances", "EvaluationResult", "METRICS",
-           "DEFAULT_BLOCK_BYTES"]
+__all__ = [
+    "DEFAULT_BLOCK_BYTES",
+    "METRICS",
+    "EvaluationResult",
+    "evaluate",
+    "rank_test_items",
+    "retrieval_metrics",
+    "squared_distances",
+]
 
 #: Metric names accepted by :func:`evaluate`; ``REC`` and ``P`` take a cutoff (``"REC@20"``, or
 #: the ``k`` argument when written bare).  Result keys always carry the cutoff.
@@ -174,7 +181,7 @@ def evaluate(
     """
     score_fn = _score_function(model_or_score_fn)
     train, test, exclude = _check_matrices(train, test, exclude)
-    n_users, n_items = train.shape
+    _n_users, n_items = train.shape
     names, cutoffs = _parse_metrics(metrics, k, n_items)
     eval_users = _users_to_evaluate(test, users)
     if batch_size is None:

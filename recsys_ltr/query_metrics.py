@@ -21,9 +21,9 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = [
-    "query_groups",
-    "ndcg_at_k",
     "average_precision",
+    "ndcg_at_k",
+    "query_groups",
     "ranking_report",
 ]
 
@@ -60,9 +60,7 @@ def _check_inputs(y, scores, qid):
     if y.ndim != 1 or scores.ndim != 1:
         raise ValueError(f"y and scores must be 1-D, got shapes {y.shape} and {scores.shape}")
     if y.shape != scores.shape or y.shape != np.shape(qid):
-        raise ValueError(
-            f"shape mismatch: y {y.shape}, scores {scores.shape}, qid {np.shape(qid)}"
-        )
+        raise ValueError(f"shape mismatch: y {y.shape}, scores {scores.shape}, qid {np.shape(qid)}")
     if not np.issubdtype(y.dtype, np.number) or np.any(~np.isfinite(y)) or np.any(y < 0):
         raise ValueError("y must hold finite non-negative relevance labels")
     if np.isnan(scores).any():

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from ._validation import check_feedback, check_positive_int, check_random_state, check_real
 
-__all__ = ["holdout", "novelty_holdout", "folds", "leave_k_out", "split_counts"]
+__all__ = ["folds", "holdout", "leave_k_out", "novelty_holdout", "split_counts"]
 
 
 def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
@@ -82,8 +82,13 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
     _eligible(X, exclude_top)
     check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
     return (
-        holdout(X, val=val, test=test, seed=seed + f if isinstance(seed, numbers.Integral) else seed,
-                exclude_top=exclude_top)
+        holdout(
+            X,
+            val=val,
+            test=test,
+            seed=seed + f if isinstance(seed, numbers.Integral) else seed,
+            exclude_top=exclude_top,
+        )
         for f in range(n_folds)
     )
 
@@ -164,6 +169,4 @@ def _subset(X, rows, mask) -> sp.csr_matrix:
     # int32 is safe: X passed check_feedback (nnz < 2**31) and a subset has fewer entries.
     counts = np.bincount(rows[mask], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
-    return sp.csr_matrix(
-        (np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape
-    )
+    return sp.csr_matrix((np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape)

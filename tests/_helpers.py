@@ -65,7 +65,7 @@ def ktrunc_literal(A, knn):
 
 def rows_of(S):
     S = sp.csr_matrix(S)
-    return [S.indices[S.indptr[i]:S.indptr[i + 1]].tolist() for i in range(S.shape[0])]
+    return [S.indices[S.indptr[i] : S.indptr[i + 1]].tolist() for i in range(S.shape[0])]
 
 
 def kunn_item_affinity_literal(D):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_knn, brute_similarity, cosine_literal, kunn_item_affinity_literal, random_feedback, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from _helpers import brute_knn, brute_similarity, cosine_literal, kunn_item_affinity_literal, random_feedback, rows_of
 
 from recsys_ltr.neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc
@@ -16,7 +16,7 @@ def assert_valid_topk(aff, A, k):
     right values, sorted, as many as there are positive candidates, nothing better left out."""
     T = aff.truncate(k)
     for i, cols in enumerate(rows_of(T)):
-        vals = T.data[T.indptr[i]:T.indptr[i + 1]]
+        vals = T.data[T.indptr[i] : T.indptr[i + 1]]
         np.testing.assert_allclose(vals, A[i, cols], rtol=1e-12)
         assert np.all(np.diff(vals) <= 1e-15)
         others = [j for j in range(A.shape[0]) if j != i and A[i, j] > 0]
@@ -126,5 +126,5 @@ def test_fsslim_affinity_is_k_truncated():
     np.testing.assert_array_equal(ktrunc(A, k, knn.toarray()).toarray(), A)
     full = slim_affinity(X, None, l1=0.1, l2=0.5)
     assert full.k_max == 14
-    vals = [full.matrix.data[full.matrix.indptr[i]:full.matrix.indptr[i + 1]] for i in range(15)]
+    vals = [full.matrix.data[full.matrix.indptr[i] : full.matrix.indptr[i + 1]] for i in range(15)]
     assert all(np.all(np.diff(v) <= 0) and np.all(v > 0) for v in vals)  # ordered by weight

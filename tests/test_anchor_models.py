@@ -19,12 +19,16 @@ try:
 except ImportError:
     HAS_LIGHTFM = False
 
-needs_lightfm = pytest.mark.skipif(not HAS_LIGHTFM, reason="optional lightfm module not installed "
-                                   "(pip install rectools-lightfm)")
+needs_lightfm = pytest.mark.skipif(
+    not HAS_LIGHTFM, reason="optional lightfm module not installed (pip install rectools-lightfm)"
+)
 lightfm_param = pytest.param(LightFMWARP, marks=needs_lightfm)
 FACTOR_MODELS = [ALS, BPR, lightfm_param]
-SMALL = {ALS: dict(factors=6, iterations=5), BPR: dict(factors=6, iterations=10),
-         LightFMWARP: dict(no_components=6, epochs=5)}
+SMALL = {
+    ALS: dict(factors=6, iterations=5),
+    BPR: dict(factors=6, iterations=10),
+    LightFMWARP: dict(no_components=6, epochs=5),
+}
 
 
 def random_matrix(seed, n_users=30, n_items=20, density=0.2):
@@ -134,8 +138,7 @@ def test_als_scores_are_implicits_factors_and_fold_in_matches_recalculate_user()
     D = random_matrix(5)
     X = sp.csr_matrix(D)
     model = ALS(factors=5, regularization=0.1, alpha=3.0, iterations=4, random_state=7, num_threads=1).fit(X)
-    ref = AlternatingLeastSquares(factors=5, regularization=0.1, alpha=3.0, iterations=4, random_state=7,
-                                  num_threads=1)
+    ref = AlternatingLeastSquares(factors=5, regularization=0.1, alpha=3.0, iterations=4, random_state=7, num_threads=1)
     ref.fit(X.astype(np.float32), show_progress=False)
     np.testing.assert_array_equal(model.user_factors_, ref.user_factors)
     np.testing.assert_array_equal(model.item_factors_, ref.item_factors)
@@ -146,7 +149,7 @@ def test_als_scores_are_implicits_factors_and_fold_in_matches_recalculate_user()
     folded = model._fold_in(rows)
     expected = ref.recalculate_user([0, 3, 9], rows.astype(np.float32))
     np.testing.assert_allclose(folded, expected, rtol=1e-4, atol=1e-5)
-    ids, scores = model.recommend(np.array([100, 101]), user_items=rows[:2], N=4, recalculate_user=True)
+    _ids, scores = model.recommend(np.array([100, 101]), user_items=rows[:2], N=4, recalculate_user=True)
     best = np.sort(folded[0] @ model.item_factors_.T * (1 - D[0]))[::-1][:4]
     np.testing.assert_allclose(scores[0], best)
 
@@ -167,8 +170,9 @@ def test_als_fold_in_against_brute_force(seed, alpha, reg):
     rows = sp.csr_matrix(np.vstack([D[:3], np.zeros((1, 15))]))
     folded = model._fold_in(rows)
     for r in range(3):
-        np.testing.assert_allclose(folded[r], brute_fold_in(model.item_factors_, D[r], reg, alpha),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            folded[r], brute_fold_in(model.item_factors_, D[r], reg, alpha), rtol=1e-6, atol=1e-8
+        )
     assert np.all(folded[3] == 0)  # no items: zero factors, popularity order in recommend
 
 
@@ -230,12 +234,16 @@ def planted():
     return adg, adg(Popularity())
 
 
-@pytest.mark.parametrize("model", [
-    EASE(lam=50.0),
-    ALS(factors=16, num_threads=1),
-    BPR(factors=16, learning_rate=0.05, iterations=50, num_threads=1),
-    pytest.param(LightFMWARP(no_components=16, epochs=20, num_threads=1), marks=needs_lightfm),
-], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "model",
+    [
+        EASE(lam=50.0),
+        ALS(factors=16, num_threads=1),
+        BPR(factors=16, learning_rate=0.05, iterations=50, num_threads=1),
+        pytest.param(LightFMWARP(no_components=16, epochs=20, num_threads=1), marks=needs_lightfm),
+    ],
+    ids=lambda m: type(m).__name__,
+)
 def test_beats_popularity_on_planted_factors(planted, model):
     adg, popularity = planted
     assert adg(model) > popularity + 0.03
@@ -252,14 +260,23 @@ def test_same_seed_one_thread_identical_factors(cls):
 
 
 BAD_PARAMS = [
-    (ALS, "factors", 0, ValueError), (ALS, "factors", 2.5, TypeError), (ALS, "regularization", -1.0, ValueError),
-    (ALS, "alpha", 0.0, ValueError), (ALS, "iterations", 0, ValueError), (ALS, "random_state", "x", TypeError),
+    (ALS, "factors", 0, ValueError),
+    (ALS, "factors", 2.5, TypeError),
+    (ALS, "regularization", -1.0, ValueError),
+    (ALS, "alpha", 0.0, ValueError),
+    (ALS, "iterations", 0, ValueError),
+    (ALS, "random_state", "x", TypeError),
     (ALS, "num_threads", -1, ValueError),
-    (BPR, "learning_rate", 0.0, ValueError), (BPR, "regularization", np.nan, ValueError),
-    (BPR, "factors", True, TypeError), (BPR, "show_progress", "yes", TypeError),
-    (LightFMWARP, "no_components", 0, ValueError), (LightFMWARP, "max_sampled", 0, ValueError),
-    (LightFMWARP, "epochs", 0, ValueError), (LightFMWARP, "item_alpha", -1e-3, ValueError),
-    (LightFMWARP, "user_alpha", np.inf, ValueError), (LightFMWARP, "learning_rate", -0.1, ValueError),
+    (BPR, "learning_rate", 0.0, ValueError),
+    (BPR, "regularization", np.nan, ValueError),
+    (BPR, "factors", True, TypeError),
+    (BPR, "show_progress", "yes", TypeError),
+    (LightFMWARP, "no_components", 0, ValueError),
+    (LightFMWARP, "max_sampled", 0, ValueError),
+    (LightFMWARP, "epochs", 0, ValueError),
+    (LightFMWARP, "item_alpha", -1e-3, ValueError),
+    (LightFMWARP, "user_alpha", np.inf, ValueError),
+    (LightFMWARP, "learning_rate", -0.1, ValueError),
 ]
 
 
@@ -298,9 +315,16 @@ def test_recommend_and_similar_items(cls):
     np.testing.assert_allclose(sim_scores, cos[3, order])
 
 
-@pytest.mark.parametrize("model", [EASE(lam=20.0), ALS(factors=4, iterations=3), BPR(factors=4, iterations=5),
-                                   pytest.param(LightFMWARP(no_components=4, epochs=2), marks=needs_lightfm)],
-                         ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "model",
+    [
+        EASE(lam=20.0),
+        ALS(factors=4, iterations=3),
+        BPR(factors=4, iterations=5),
+        pytest.param(LightFMWARP(no_components=4, epochs=2), marks=needs_lightfm),
+    ],
+    ids=lambda m: type(m).__name__,
+)
 def test_save_load_round_trip(tmp_path, model):
     D = random_matrix(9)
     model.set_params(num_threads=1).fit(D)

@@ -74,8 +74,14 @@ def feedback(seed, n_users, n_items, density=0.3, cold=()):
 
 # ----------------------------------------------------------------------------- affinity
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10**6), n=st.integers(3, 25), d=st.integers(1, 5), k=st.integers(1, 30),
-       sparse=st.booleans(), zero_rows=st.integers(0, 2))
+@given(
+    seed=st.integers(0, 10**6),
+    n=st.integers(3, 25),
+    d=st.integers(1, 5),
+    k=st.integers(1, 30),
+    sparse=st.booleans(),
+    zero_rows=st.integers(0, 2),
+)
 def test_affinity_equals_brute_force_with_ties(seed, n, d, k, sparse, zero_rows):
     k = min(k, n - 1)
     F = small_content(seed, n, d, min(zero_rows, n - 2))
@@ -99,9 +105,9 @@ def test_rows_sorted_prefix_property_and_no_self():
     big = ContentAffinity(k=12, bandwidth=0.5).fit(F).affinity_
     A = big.matrix
     for i in range(A.shape[0]):
-        vals = A.data[A.indptr[i]:A.indptr[i + 1]]
+        vals = A.data[A.indptr[i] : A.indptr[i + 1]]
         assert np.all(np.diff(vals) <= 0) and vals.size == 12
-        assert i not in A.indices[A.indptr[i]:A.indptr[i + 1]]
+        assert i not in A.indices[A.indptr[i] : A.indptr[i + 1]]
     small = ContentAffinity(k=4, bandwidth=0.5).fit(F).affinity_
     trunc = big.truncate(4)
     assert np.array_equal(trunc.indices, small.matrix.indices) and np.array_equal(trunc.indptr, small.matrix.indptr)
@@ -231,7 +237,9 @@ def test_bad_metrics():
     with pytest.raises(ValueError, match="not fitted"):
         ContentAffinity(k=3, metric=FRML()).fit(F)
     with pytest.raises(ValueError, match="features"):  # FRML fitted on other dimensions
-        ContentAffinity(k=3, metric=FRML(n_components=2, max_iter=5, random_state=0).fit(F[:, :3], np.arange(10) % 2)).fit(F)
+        ContentAffinity(
+            k=3, metric=FRML(n_components=2, max_iter=5, random_state=0).fit(F[:, :3], np.arange(10) % 2)
+        ).fit(F)
     with pytest.raises(TypeError, match="transform"):
         ContentAffinity(k=3, metric="euclidean").fit(F)
 

@@ -37,7 +37,12 @@ def _sha(data: bytes) -> str:
 def test_registry_entries_are_complete():
     reg = _registry._registry()
     assert set(list_datasets()) == {
-        "movielens-100k", "movielens-1m-implicit", "lastfm-2k", "citeulike-a", "msweb", "gowalla"
+        "movielens-100k",
+        "movielens-1m-implicit",
+        "lastfm-2k",
+        "citeulike-a",
+        "msweb",
+        "gowalla",
     }
     assert {"letor-mq2008", "lightgbm-lambdarank-sample"} <= set(list_datasets(include_ltr=True))
     for name, info in reg.items():
@@ -91,9 +96,16 @@ def fake_registry(monkeypatch, tmp_path):
             ],
         },
         "manual-set": {
-            "title": "Manual", "kind": "test", "publisher": "P", "homepage": "https://example.org/m",
-            "license": "agreement", "citation": "-", "required": ["x"], "files": {"x": _sha(b"x")},
-            "sources": [], "manual": "accept the agreement at example.org",
+            "title": "Manual",
+            "kind": "test",
+            "publisher": "P",
+            "homepage": "https://example.org/m",
+            "license": "agreement",
+            "citation": "-",
+            "required": ["x"],
+            "files": {"x": _sha(b"x")},
+            "sources": [],
+            "manual": "accept the agreement at example.org",
         },
     }
     monkeypatch.setattr(_registry, "_registry", lambda: reg)
@@ -108,8 +120,15 @@ def test_missing_file_message_says_what_where_whom(fake_registry):
     with pytest.raises(FileNotFoundError) as err:
         dataset_path("toy", "a.txt", data_dir=tmp / "data")
     msg = str(err.value)
-    for part in ("'a.txt'", "The Toy Publisher", "https://example.org/toy", "toy licence",
-                 str(tmp / "data" / "toy"), "download('toy')", "RECSYS_LTR_DATA"):
+    for part in (
+        "'a.txt'",
+        "The Toy Publisher",
+        "https://example.org/toy",
+        "toy licence",
+        str(tmp / "data" / "toy"),
+        "download('toy')",
+        "RECSYS_LTR_DATA",
+    ):
         assert part in msg
     with pytest.raises(FileNotFoundError, match="accept the agreement"):
         dataset_path("manual-set", "x", data_dir=tmp)
@@ -196,10 +215,12 @@ def test_download_from_files_source(fake_registry, monkeypatch):
 
 def test_download_falls_back_to_next_source_on_404_and_bad_checksum(fake_registry, monkeypatch):
     files, tmp = fake_registry
-    web = _FakeWeb({
-        "https://mirror-1.example/a.txt": b"tampered\n",  # wrong checksum -> rejected
-        "https://example.org/toy.zip": _zip({"toy/a.txt": files["a.txt"], "toy/b.txt": files["b.txt"]}),
-    })
+    web = _FakeWeb(
+        {
+            "https://mirror-1.example/a.txt": b"tampered\n",  # wrong checksum -> rejected
+            "https://example.org/toy.zip": _zip({"toy/a.txt": files["a.txt"], "toy/b.txt": files["b.txt"]}),
+        }
+    )
     monkeypatch.setattr(_registry.urllib.request, "urlopen", web)
     folder = download("toy", data_dir=tmp / "mine")
     assert folder == tmp / "mine" / "toy"
@@ -245,11 +266,17 @@ def _write(root: Path, name: str, files: dict):
 
 
 def test_msweb_parser(tmp_path):
-    _write(tmp_path, "msweb", {"anonymous-msweb.data": (
-        b'I,4,"www.microsoft.com","created by getlog.pl"\nT,1,"VRoot",0,0,"VRoot"\n'
-        b'A,1001,1,"Support, Desktop","/support"\nA,1002,1,"End","/end"\n'
-        b'C,"10001",10001\nV,1001,1\nV,1002,1\nC,"10002",10002\nV,1001,1\n'
-    )})
+    _write(
+        tmp_path,
+        "msweb",
+        {
+            "anonymous-msweb.data": (
+                b'I,4,"www.microsoft.com","created by getlog.pl"\nT,1,"VRoot",0,0,"VRoot"\n'
+                b'A,1001,1,"Support, Desktop","/support"\nA,1002,1,"End","/end"\n'
+                b'C,"10001",10001\nV,1001,1\nV,1002,1\nC,"10002",10002\nV,1001,1\n'
+            )
+        },
+    )
     data = load("msweb", data_dir=tmp_path, verify=False)
     assert set(zip(*map(list, data.to_dataframe().to_numpy().T))) == {(10001, 1001), (10001, 1002), (10002, 1001)}
 
@@ -266,11 +293,15 @@ def test_gowalla_style_presplit_parser(tmp_path):
 
 
 def test_citeulike_parser_with_tags(tmp_path):
-    _write(tmp_path, "citeulike-a", {
-        "users.dat": b"2 0 2\n1 1",
-        "item-tag.dat": b"1 1\n0\n2 0 1\n",
-        "tags.dat": b"alpha\nbeta\n",
-    })
+    _write(
+        tmp_path,
+        "citeulike-a",
+        {
+            "users.dat": b"2 0 2\n1 1",
+            "item-tag.dat": b"1 1\n0\n2 0 1\n",
+            "tags.dat": b"alpha\nbeta\n",
+        },
+    )
     data = load("citeulike-a", data_dir=tmp_path, verify=False)
     np.testing.assert_array_equal(data.matrix.toarray(), [[1, 0, 1], [0, 1, 0]])
     np.testing.assert_array_equal(data.item_features.toarray(), [[0, 1], [0, 0], [1, 1]])
@@ -278,14 +309,18 @@ def test_citeulike_parser_with_tags(tmp_path):
 
 
 def test_lastfm_parser_with_tag_counts(tmp_path):
-    _write(tmp_path, "lastfm-2k", {
-        "user_artists.dat": b"userID\tartistID\tweight\r\n2\t51\t10\r\n2\t52\t3\r\n3\t52\t1\r\n",
-        "tags.dat": "tagID\ttagValue\r\n1\tmetal\r\n7\tcaf\xe9\r\n".encode("latin-1"),
-        "user_taggedartists.dat": (
-            b"userID\tartistID\ttagID\tday\tmonth\tyear\r\n2\t52\t7\t1\t4\t2009\r\n"
-            b"3\t52\t7\t1\t4\t2009\r\n3\t51\t1\t1\t4\t2009\r\n3\t99\t1\t1\t4\t2009\r\n"
-        ),
-    })
+    _write(
+        tmp_path,
+        "lastfm-2k",
+        {
+            "user_artists.dat": b"userID\tartistID\tweight\r\n2\t51\t10\r\n2\t52\t3\r\n3\t52\t1\r\n",
+            "tags.dat": "tagID\ttagValue\r\n1\tmetal\r\n7\tcaf\xe9\r\n".encode("latin-1"),
+            "user_taggedartists.dat": (
+                b"userID\tartistID\ttagID\tday\tmonth\tyear\r\n2\t52\t7\t1\t4\t2009\r\n"
+                b"3\t52\t7\t1\t4\t2009\r\n3\t51\t1\t1\t4\t2009\r\n3\t99\t1\t1\t4\t2009\r\n"
+            ),
+        },
+    )
     data = load("lastfm-2k", data_dir=tmp_path, verify=False)
     assert list(data.user_ids) == [2, 3] and list(data.item_ids) == [51, 52]
     np.testing.assert_array_equal(data.item_features.toarray(), [[1, 0], [0, 2]])  # artist 99 unknown
@@ -294,12 +329,18 @@ def test_lastfm_parser_with_tag_counts(tmp_path):
 
 def test_movielens_100k_parser(tmp_path):
     genre_flags = "|".join(["0"] * 18)
-    _write(tmp_path, "movielens-100k", {
-        "u.data": b"1\t10\t5\t0\n1\t11\t3\t0\n2\t11\t4\t0\n3\t10\t2\t0\n",
-        "u.genre": b"unknown|0\nAction|1\n" + b"".join(f"g{i}|{i}\n".encode() for i in range(2, 19)) + b"\n",
-        "u.item": (f"10|A (1995)|01-Jan-1995||http://x|1|{genre_flags}\n"
-                   f"11|B (1995)|01-Jan-1995||http://y|0|1|{'|'.join(['0'] * 17)}\n").encode("latin-1"),
-    })
+    _write(
+        tmp_path,
+        "movielens-100k",
+        {
+            "u.data": b"1\t10\t5\t0\n1\t11\t3\t0\n2\t11\t4\t0\n3\t10\t2\t0\n",
+            "u.genre": b"unknown|0\nAction|1\n" + b"".join(f"g{i}|{i}\n".encode() for i in range(2, 19)) + b"\n",
+            "u.item": (
+                f"10|A (1995)|01-Jan-1995||http://x|1|{genre_flags}\n"
+                f"11|B (1995)|01-Jan-1995||http://y|0|1|{'|'.join(['0'] * 17)}\n"
+            ).encode("latin-1"),
+        },
+    )
     data = load("movielens-100k", data_dir=tmp_path, verify=False)
     assert list(data.user_ids) == [1, 2] and list(data.item_ids) == [10, 11]  # user 3 has no rating >= 4
     assert data.item_features.shape == (2, 19)
@@ -343,10 +384,13 @@ def test_real_data_counts_and_checksums(name):
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("name, counts", [
-    ("gowalla", (719_081, 91_047, 217_242)),
-    ("movielens-1m-implicit", (590_733, 80_897, 164_848)),
-])
+@pytest.mark.parametrize(
+    "name, counts",
+    [
+        ("gowalla", (719_081, 91_047, 217_242)),
+        ("movielens-1m-implicit", (590_733, 80_897, 164_848)),
+    ],
+)
 def test_real_presplit(name, counts):
     _need(name)
     data, parts = load_presplit(name)
@@ -375,8 +419,9 @@ def test_synthetic_shape_guarantees_and_reproducibility():
 
 
 def test_synthetic_popularity_follows_planted_power_law():
-    data, params = make_synthetic(n_users=2000, n_items=300, n_factors=4, popularity_exponent=1.0,
-                                  factor_scale=0.5, seed=1, return_params=True)
+    data, params = make_synthetic(
+        n_users=2000, n_items=300, n_factors=4, popularity_exponent=1.0, factor_scale=0.5, seed=1, return_params=True
+    )
     pop = data.item_popularity.astype(float)
     # rank correlation between the planted bias and the observed popularity
     r = np.corrcoef(np.argsort(np.argsort(params["item_bias"])), np.argsort(np.argsort(pop)))[0, 1]
@@ -388,8 +433,9 @@ def test_synthetic_popularity_follows_planted_power_law():
 
 
 def test_synthetic_has_latent_structure():
-    data, params = make_synthetic(n_users=500, n_items=200, n_factors=4, popularity_exponent=0.0,
-                                  factor_scale=2.0, seed=2, return_params=True)
+    data, params = make_synthetic(
+        n_users=500, n_items=200, n_factors=4, popularity_exponent=0.0, factor_scale=2.0, seed=2, return_params=True
+    )
     P, Q = params["user_factors"], params["item_factors"]
     coo = data.matrix.tocoo()
     observed = np.einsum("ij,ij->i", P[coo.row], Q[coo.col]).mean()
@@ -407,17 +453,19 @@ def test_synthetic_edge_sizes_and_batches():
     assert wide.shape == (30, 100_000) and wide.item_popularity.min() >= 1
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"n_users": 0}, ValueError, "n_users"),
-    ({"n_items": 2.5}, TypeError, "n_items"),
-    ({"density": 0.0}, ValueError, "density"),
-    ({"density": 1.5}, ValueError, "density"),
-    ({"popularity_exponent": -1.0}, ValueError, "popularity_exponent"),
-    ({"factor_scale": float("nan")}, ValueError, "factor_scale"),
-    ({"n_factors": -1}, ValueError, "n_factors"),
-    ({"seed": "s"}, TypeError, "^seed must be None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"n_users": 0}, ValueError, "n_users"),
+        ({"n_items": 2.5}, TypeError, "n_items"),
+        ({"density": 0.0}, ValueError, "density"),
+        ({"density": 1.5}, ValueError, "density"),
+        ({"popularity_exponent": -1.0}, ValueError, "popularity_exponent"),
+        ({"factor_scale": float("nan")}, ValueError, "factor_scale"),
+        ({"n_factors": -1}, ValueError, "n_factors"),
+        ({"seed": "s"}, TypeError, "^seed must be None"),
+    ],
+)
 def test_synthetic_bad_parameters(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         make_synthetic(**kwargs)
-

@@ -24,8 +24,9 @@ def small():
 # ----------------------------------------------------------------------------- CLI
 def test_cli_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["--dataset", "synthetic", "--folds", "2", "--models", "popularity,item-p",
-                 "--out", str(out), "--quiet"])
+    code = main(
+        ["--dataset", "synthetic", "--folds", "2", "--models", "popularity,item-p", "--out", str(out), "--quiet"]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "synthetic (SYNTHETIC data" in printed
@@ -53,8 +54,21 @@ def test_cli_end_to_end(tmp_path, capsys):
 
 def test_cli_both_protocols_and_no_cache(tmp_path):
     out = tmp_path / "run"
-    argv = ["--dataset", "synthetic", "--folds", "1", "--models", "popularity", "--protocol", "both",
-            "--exclude-top", "20", "--out", str(out), "--quiet"]
+    argv = [
+        "--dataset",
+        "synthetic",
+        "--folds",
+        "1",
+        "--models",
+        "popularity",
+        "--protocol",
+        "both",
+        "--exclude-top",
+        "20",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(argv) == 0
     for protocol in ("standard", "novelty"):
         meta = json.loads((out / protocol / "summary.json").read_text())["meta"]
@@ -81,8 +95,10 @@ def test_runner_picks_setting_on_validation(small):
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
     original = runner.evaluate
-    monkeypatch.setattr("recsys_ltr.febr.model.FEBR._validation_adg",
-                        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"])
+    monkeypatch.setattr(
+        "recsys_ltr.febr.model.FEBR._validation_adg",
+        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"],
+    )
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))
     assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives
@@ -221,15 +237,25 @@ def test_cache_key_and_unreadable_files(small, tmp_path, capsys):
 
 
 def _settings(X):
-    return dict(dataset="small", data=runner.data_fingerprint(X), protocol="standard", budget="quick", seed=0,
-                val=0.1, test=0.2, exclude_top=None, k=10)
+    return dict(
+        dataset="small",
+        data=runner.data_fingerprint(X),
+        protocol="standard",
+        budget="quick",
+        seed=0,
+        val=0.1,
+        test=0.2,
+        exclude_top=None,
+        k=10,
+    )
 
 
 def test_parallel_jobs_give_the_same_results(small):
     one = run_experiment(small, ["popularity", "item-p"], folds=2, show_progress=False)
     two = run_experiment(small, ["popularity", "item-p"], folds=2, jobs=2, show_progress=False)
-    assert [(r.method, r.fold, r.params, r.test) for r in one.results] == \
-           [(r.method, r.fold, r.params, r.test) for r in two.results]
+    assert [(r.method, r.fold, r.params, r.test) for r in one.results] == [
+        (r.method, r.fold, r.params, r.test) for r in two.results
+    ]
 
 
 # ----------------------------------------------------------------------------- tuning and skipping
@@ -261,16 +287,30 @@ class _Fake:
 
 
 def test_two_level_tuning_finds_the_known_optimum(small, monkeypatch):
-    monkeypatch.setitem(METHODS, "fake", Method(
-        "fake", _Fake, "k", {"quick": (10, 50, 100)}, {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
-        uses_validation=True, threaded=False))
+    monkeypatch.setitem(
+        METHODS,
+        "fake",
+        Method(
+            "fake",
+            _Fake,
+            "k",
+            {"quick": (10, 50, 100)},
+            {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
+            uses_validation=True,
+            threaded=False,
+        ),
+    )
     _Fake.fits = []
     train, val, _ = next(split.folds(small, 1))
     params, model, trials = tune("fake", train, val)
     assert params == {"k": 50, "lam": 0.1} and (model.k, model.lam) == (50, 0.1)
     assert [(t["level"], t["params"]) for t in trials] == [
-        (1, {"lam": 1.0, "k": 10}), (1, {"lam": 1.0, "k": 50}), (1, {"lam": 1.0, "k": 100}),
-        (2, {"lam": 0.1, "k": 50}), (2, {"lam": 10.0, "k": 50})]
+        (1, {"lam": 1.0, "k": 10}),
+        (1, {"lam": 1.0, "k": 50}),
+        (1, {"lam": 1.0, "k": 100}),
+        (2, {"lam": 0.1, "k": 50}),
+        (2, {"lam": 10.0, "k": 50}),
+    ]
     adg = [t["validation_ADG"] for t in trials]
     assert adg[1] > adg[2] > adg[0] and adg[3] > adg[1] > adg[4]
     # level 1 fitted once at the largest k (with_k), level 2 once per non-default setting
@@ -292,8 +332,10 @@ def test_skipped_methods_are_reported_not_fatal(small, monkeypatch, capsys):
     assert [r.method for r in exp.results] == ["popularity", "popularity"]
     assert [(s.method, s.fold) for s in exp.skipped] == [("missing", 0), ("large", 0), ("missing", 1), ("large", 1)]
     err = capsys.readouterr().err.splitlines()
-    assert err == ["skipped missing: ImportError: No module named 'lightfm'",
-                   "skipped large: ValueError: EASE needs n_items <= 10"]  # once per method
+    assert err == [
+        "skipped missing: ImportError: No module named 'lightfm'",
+        "skipped large: ValueError: EASE needs n_items <= 10",
+    ]  # once per method
     summary = summarize(exp.results, METRICS, exp.skipped)
     table = format_table(summary, METRICS)
     assert "| n/a | missing | skipped | – | – | – | – |" in table
@@ -332,10 +374,18 @@ def test_grid_drops_k_beyond_the_catalogue():
 
 # ----------------------------------------------------------------------------- table writer
 def _result(method, fold, adg, per_user=None, users=None):
-    test = {m: adg for m in METRICS}
+    test = dict.fromkeys(METRICS, adg)
     per_user = {m: np.asarray(per_user if per_user is not None else [adg] * 3, dtype=float) for m in METRICS}
-    return FoldResult(method, fold, {"k": 10}, adg, test, {m: 0.01 for m in METRICS},
-                      per_user=per_user, users=np.arange(3) if users is None else np.asarray(users))
+    return FoldResult(
+        method,
+        fold,
+        {"k": 10},
+        adg,
+        test,
+        dict.fromkeys(METRICS, 0.01),
+        per_user=per_user,
+        users=np.arange(3) if users is None else np.asarray(users),
+    )
 
 
 def test_table_writer_means_stderr_and_bold():
@@ -397,8 +447,16 @@ def test_write_outputs_files(tmp_path):
     table = format_table(summary, METRICS, tests)
     meta = {"dataset": "toy", "protocol": "standard", "folds": 2, "budget": "quick"}
     paths = write_outputs(tmp_path, Experiment(results, skipped, []), summary, tests, table, meta, METRICS)
-    assert {p.name for p in paths} >= {"table.md", "summary.csv", "summary.json", "results.csv", "tuning.csv",
-                                       "wilcoxon.csv", "ADG.png", "REC_at_10.png"}
+    assert {p.name for p in paths} >= {
+        "table.md",
+        "summary.csv",
+        "summary.json",
+        "results.csv",
+        "tuning.csv",
+        "wilcoxon.csv",
+        "ADG.png",
+        "REC_at_10.png",
+    }
     csv = pd.read_csv(tmp_path / "summary.csv")
     assert list(csv["method"]) == ["item-p", "KUNN", "EASE"]
     assert csv.loc[0, "ADG"] == pytest.approx(summary.loc[0, "ADG"]) and np.isnan(csv.loc[2, "ADG"])
@@ -417,8 +475,13 @@ def test_fold_result_json_round_trip():
     r = _result("a", 1, 0.25, [0.1, np.nan, 0.4])
     r.trials = [{"level": 1, "params": {"k": 10}, "validation_ADG": 0.2, "fit_seconds": 0.5}]
     back = FoldResult.from_json(json.loads(json.dumps(r.to_json())))
-    assert (back.method, back.fold, back.params, back.test, back.trials) == (r.method, r.fold, r.params, r.test,
-                                                                          r.trials)
+    assert (back.method, back.fold, back.params, back.test, back.trials) == (
+        r.method,
+        r.fold,
+        r.params,
+        r.test,
+        r.trials,
+    )
     np.testing.assert_array_equal(back.per_user["ADG"], r.per_user["ADG"])
     assert back.users.dtype == np.int64
 
@@ -428,9 +491,19 @@ class _Interrupt(Exception):
 
 
 def test_interrupted_tuning_resumes_at_the_next_setting(small, tmp_path, monkeypatch):
-    monkeypatch.setitem(METHODS, "fake", Method(
-        "fake", _Fake, "k", {"quick": (10, 50, 100)}, {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
-        uses_validation=True, threaded=False))
+    monkeypatch.setitem(
+        METHODS,
+        "fake",
+        Method(
+            "fake",
+            _Fake,
+            "k",
+            {"quick": (10, 50, 100)},
+            {"quick": ({"lam": 1.0}, {"lam": 0.1}, {"lam": 10.0})},
+            uses_validation=True,
+            threaded=False,
+        ),
+    )
     train, val, test = next(split.folds(small, 1))
     _Fake.fits = []
     whole = runner.tune_and_test("fake", train, val, test)

@@ -68,9 +68,15 @@ def extractor_for(D, k, side, kind, rng):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), m=st.integers(4, 12), n=st.integers(4, 12),
-       side=st.sampled_from(["item", "user", "both"]), kind=st.sampled_from(["custom", "builtin"]),
-       k=st.integers(1, 3), bitset=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    m=st.integers(4, 12),
+    n=st.integers(4, 12),
+    side=st.sampled_from(["item", "user", "both"]),
+    kind=st.sampled_from(["custom", "builtin"]),
+    k=st.integers(1, 3),
+    bitset=st.booleans(),
+)
 def test_features_match_literal(seed, m, n, side, kind, k, bitset):
     rng = np.random.default_rng(seed)
     D = random_feedback(rng, m, n, 0.35)
@@ -94,8 +100,9 @@ def test_features_match_literal(seed, m, n, side, kind, k, bitset):
     some = np.arange(0, m, 2)  # over the pairs of a subset of users
     sub = expected[some].reshape(-1, fe.n_features)
     np.testing.assert_allclose(fe.statistics(some)[0], sub.mean(axis=0), atol=1e-12)
-    np.testing.assert_allclose(fe.statistics(some)[1], np.where(sub.std(0) > 1e-12, sub.std(0), 1.0), rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        fe.statistics(some)[1], np.where(sub.std(0) > 1e-12, sub.std(0), 1.0), rtol=1e-9, atol=1e-12
+    )
     # linear scores from the scatter kernel without materialising features
     theta = rng.standard_normal(fe.n_features)
     S = fe.scores(theta, mean, scale, user_ids=np.arange(m))
@@ -105,8 +112,7 @@ def test_features_match_literal(seed, m, n, side, kind, k, bitset):
 def test_hand_computed_case():
     # 2 users, 3 items; item 0's neighbours (k=2): item 1 (0.5) then item 2 (0.25)
     X = sp.csr_matrix(np.array([[0, 1, 1], [0, 0, 1]], dtype=float))
-    A = sp.csr_matrix((np.array([0.5, 0.25, 0.5, 0.25]), np.array([1, 2, 0, 0]), np.array([0, 2, 3, 4])),
-                      shape=(3, 3))
+    A = sp.csr_matrix((np.array([0.5, 0.25, 0.5, 0.25]), np.array([1, 2, 0, 0]), np.array([0, 2, 3, 4])), shape=(3, 3))
     fe = FeatureExtractor(X, 2, Affinity(A, 2, "custom", "item"))
     F = fe.transform([0, 1])
     np.testing.assert_allclose(F[0, 0], [0.375, 0.125, 0.25, 0.5, 1.0, 0.75, 0])

@@ -8,9 +8,9 @@ from sklearn.base import clone
 from test_knn import random_feedback
 
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
+from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.base import Recommender
-from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update
 from recsys_ltr.neighbors import cosine_affinity
 from recsys_ltr.split import holdout
 from recsys_ltr.warp import WarpSampler
@@ -31,15 +31,20 @@ def planted():
 
 
 def small(**kw):
-    params = dict(k=10, iterations=6000, eval_every=1500, learning_rate=0.01, lam=1e-4, random_state=0,
-                  num_threads=1)
+    params = dict(k=10, iterations=6000, eval_every=1500, learning_rate=0.01, lam=1e-4, random_state=0, num_threads=1)
     return FEBR(**{**params, **kw})
 
 
 def objective(model, train, theta, n=20_000):
     """SGD estimate of the training objective at a fixed theta: sampler run with learning rate 0."""
-    state = (*model.extractor_.state, theta.copy(), model.feature_mean_, 1 / model.feature_scale_,
-             np.array([model.lam, 0.0]), np.zeros(1))
+    state = (
+        *model.extractor_.state,
+        theta.copy(),
+        model.feature_mean_,
+        1 / model.feature_scale_,
+        np.array([model.lam, 0.0]),
+        np.zeros(1),
+    )
     sampler = WarpSampler(train, loss="adg", normalize=False, gamma=model.gamma, random_state=5)
     sampler.sgd(state, _febr_score, _febr_update, n, 0.0)
     return state[-1][0] / n + model.lam * theta @ theta
@@ -110,7 +115,7 @@ def test_gamma_beyond_catalogue_still_draws_once(planted):
 
 
 def test_seed_and_one_thread_reproduce_bit_for_bit(planted):
-    train, val, _ = planted
+    train, _val, _ = planted
     a = small(side="both").fit(train)
     b = small(side="both").fit(train)
     np.testing.assert_array_equal(a.coef_, b.coef_)
@@ -124,13 +129,20 @@ def test_scores_agree_with_per_pair_scorer(planted, side):
     train = planted[0]
     model = small(side=side, iterations=2000, affinity="kunn").fit(train)
     S = model.score(np.arange(15))
-    state = (*model.extractor_.state, model.coef_, model.feature_mean_, 1 / model.feature_scale_,
-             np.zeros(2), np.zeros(1))
+    state = (
+        *model.extractor_.state,
+        model.coef_,
+        model.feature_mean_,
+        1 / model.feature_scale_,
+        np.zeros(2),
+        np.zeros(1),
+    )
     pairs = np.array([[_febr_score(state, u, i) for i in range(train.shape[1])] for u in range(15)])
     np.testing.assert_allclose(S, pairs, rtol=1e-9, atol=1e-9)
     feats = model.transform(np.arange(15))
-    np.testing.assert_allclose(S, ((feats - model.feature_mean_) / model.feature_scale_) @ model.coef_,
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        S, ((feats - model.feature_mean_) / model.feature_scale_) @ model.coef_, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_init_sum_ranks_like_item_p(planted):
@@ -168,8 +180,10 @@ def test_user_side_recalculation(planted):
 
 def test_save_load_round_trip(tmp_path, planted):
     train, val, _ = planted
-    for model in (small(side="both", iterations=2000).fit(train, val),
-                  small(affinity=cosine_affinity(train, 12), iterations=2000).fit(train)):
+    for model in (
+        small(side="both", iterations=2000).fit(train, val),
+        small(affinity=cosine_affinity(train, 12), iterations=2000).fit(train),
+    ):
         path = tmp_path / "febr.npz"
         model.save(path)
         loaded = Recommender.load(path)
@@ -188,27 +202,34 @@ def test_clone_and_get_params():
     assert clone(model).get_params() == model.get_params()
 
 
-@pytest.mark.parametrize("params, error, match", [
-    (dict(side="items"), ValueError, "side must be"),
-    (dict(affinity="slim", side="both"), ValueError, "items only"),
-    (dict(affinity="jaccard"), ValueError, "affinity must be one of"),
-    (dict(k=0), ValueError, "k must be >= 1"),
-    (dict(k=12), ValueError, "larger than the catalogue"),
-    (dict(lam=-1.0), ValueError, "lam must be"),
-    (dict(learning_rate=0.0), ValueError, "learning_rate must be"),
-    (dict(learning_rate=float("nan")), ValueError, "learning_rate must be"),
-    (dict(iterations=-1), ValueError, "iterations must be"),
-    (dict(gamma=0), ValueError, "gamma must be"),
-    (dict(beta=1.5), TypeError, "beta must be an integer"),
-    (dict(early_stopping=0), ValueError, "early_stopping must be"),
-    (dict(init="random"), ValueError, "init must be"),
-    (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\(0.0, 1.0\\)"),
-    (dict(holdout=-0.1), ValueError, "holdout must be"),
-    (dict(holdout=0.2, affinity=cosine_affinity(sp.csr_matrix(np.eye(15, 12)), 3)), ValueError, "give affinity as a kind"),
-    (dict(validation_users=0), ValueError, "validation_users"),
-    (dict(affinity_params=[1]), TypeError, "affinity_params"),
-    (dict(num_threads=-1), ValueError, "num_threads"),
-])
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(side="items"), ValueError, "side must be"),
+        (dict(affinity="slim", side="both"), ValueError, "items only"),
+        (dict(affinity="jaccard"), ValueError, "affinity must be one of"),
+        (dict(k=0), ValueError, "k must be >= 1"),
+        (dict(k=12), ValueError, "larger than the catalogue"),
+        (dict(lam=-1.0), ValueError, "lam must be"),
+        (dict(learning_rate=0.0), ValueError, "learning_rate must be"),
+        (dict(learning_rate=float("nan")), ValueError, "learning_rate must be"),
+        (dict(iterations=-1), ValueError, "iterations must be"),
+        (dict(gamma=0), ValueError, "gamma must be"),
+        (dict(beta=1.5), TypeError, "beta must be an integer"),
+        (dict(early_stopping=0), ValueError, "early_stopping must be"),
+        (dict(init="random"), ValueError, "init must be"),
+        (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\(0.0, 1.0\\)"),
+        (dict(holdout=-0.1), ValueError, "holdout must be"),
+        (
+            dict(holdout=0.2, affinity=cosine_affinity(sp.csr_matrix(np.eye(15, 12)), 3)),
+            ValueError,
+            "give affinity as a kind",
+        ),
+        (dict(validation_users=0), ValueError, "validation_users"),
+        (dict(affinity_params=[1]), TypeError, "affinity_params"),
+        (dict(num_threads=-1), ValueError, "num_threads"),
+    ],
+)
 def test_bad_parameters(params, error, match):
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
     with pytest.raises(error, match=match):

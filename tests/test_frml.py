@@ -400,9 +400,12 @@ def test_save_load_round_trip(tmp_path):
     assert FRML.load(tmp_path / "u.npz").train_labels_ is None
     with pytest.raises(ValueError, match="must be numeric to be saved"):
         FRML(n_components=2, max_iter=5, random_state=0).fit(X, np.array(list("abc" * 14))[:40]).save(tmp_path / "s")
-    np.savez(tmp_path / "bad.npz", header=np.array(
-        '{"format": "recsys_ltr.metric", "version": 1, "class": "FRML", "params": {}}'),
-        components_=np.ones((2, 6)), embedding_=np.ones((40, 3)))
+    np.savez(
+        tmp_path / "bad.npz",
+        header=np.array('{"format": "recsys_ltr.metric", "version": 1, "class": "FRML", "params": {}}'),
+        components_=np.ones((2, 6)),
+        embedding_=np.ones((40, 3)),
+    )
     with pytest.raises(ValueError, match="does not fit components_"):
         FRML.load(tmp_path / "bad.npz")
 

@@ -6,11 +6,12 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg as sla
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import clone
 
-from recsys_ltr.metric_learning.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
 from recsys_ltr.ltr.lgmml import LGMML
+from recsys_ltr.metric_learning.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
 
 
 def _spd(rng, d, rank=None, ridge=0.1):
@@ -144,9 +145,15 @@ def test_pair_sampler_semantics():
 
 @pytest.mark.parametrize(
     "params, match",
-    [({"regularization": -1.0}, "regularization"), ({"t": 1.5}, "t must"), ({"regularization": np.nan}, "regularization"),
-     ({"regularization": True}, "regularization must be a real"), ({"t": False}, "t must be a real"),
-     ({"t": "0.5"}, "t must be a real"), ({"num_constraints": 0}, "num_constraints")],
+    [
+        ({"regularization": -1.0}, "regularization"),
+        ({"t": 1.5}, "t must"),
+        ({"regularization": np.nan}, "regularization"),
+        ({"regularization": True}, "regularization must be a real"),
+        ({"t": False}, "t must be a real"),
+        ({"t": "0.5"}, "t must be a real"),
+        ({"num_constraints": 0}, "num_constraints"),
+    ],
 )
 def test_bad_params(params, match):
     X = np.eye(4)

@@ -37,9 +37,7 @@ def _canonical(X):
 
 # ---------------------------------------------------------------------- construction
 def test_from_dataframe_hand_case():
-    df = pd.DataFrame(
-        {"u": ["b", "a", "a", "c", "b", "b"], "i": [10, 20, 10, 30, 10, 20], "r": [5, 3, 4, 1, 1, 4]}
-    )
+    df = pd.DataFrame({"u": ["b", "a", "a", "c", "b", "b"], "i": [10, 20, 10, 30, 10, 20], "r": [5, 3, 4, 1, 1, 4]})
     inter = Interactions.from_dataframe(df, user_col="u", item_col="i", weight_col="r", threshold=4)
     # sums: (b,10)=6, (a,20)=3, (a,10)=4, (c,30)=1, (b,20)=4 -> positives (a,10),(b,10),(b,20)
     assert list(inter.user_ids) == ["a", "b"]

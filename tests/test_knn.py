@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_knn, brute_similarity, random_feedback, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from _helpers import brute_knn, brute_similarity, random_feedback, rows_of
 
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
 
@@ -14,7 +13,7 @@ from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted
 def assert_neighborhood(S_csr, S_dense, k):
     assert rows_of(S_csr) == brute_knn(S_dense, k)
     for i, cols in enumerate(rows_of(S_csr)):
-        np.testing.assert_array_equal(S_csr.data[S_csr.indptr[i]:S_csr.indptr[i + 1]], S_dense[i, cols])
+        np.testing.assert_array_equal(S_csr.data[S_csr.indptr[i] : S_csr.indptr[i + 1]], S_dense[i, cols])
 
 
 @settings(max_examples=25, deadline=None)

@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recsys_ltr.datasets import letor
 from recsys_ltr.query_metrics import average_precision, ndcg_at_k, query_groups, ranking_report
@@ -43,7 +44,9 @@ def _ref_ap(labels):
 def test_metrics_match_reference(data, k):
     y, s, qid = (np.array(c) for c in zip(*data))
     s = s.astype(float)  # small integer scores: plenty of ties
-    np.testing.assert_allclose(ndcg_at_k(y, s, qid, k), _ref_per_query(y, s, qid, lambda l: _ref_ndcg(l, k)), rtol=1e-12)
+    np.testing.assert_allclose(
+        ndcg_at_k(y, s, qid, k), _ref_per_query(y, s, qid, lambda l: _ref_ndcg(l, k)), rtol=1e-12
+    )
     np.testing.assert_allclose(average_precision(y, s, qid), _ref_per_query(y, s, qid, _ref_ap), rtol=1e-12)
 
 
@@ -72,7 +75,7 @@ def test_queries_without_relevant_documents_are_excluded():
 def test_query_groups_non_contiguous():
     order, offsets, uq = query_groups(np.array([3, 1, 3, 2, 1]))
     assert uq.tolist() == [1, 2, 3]
-    assert [order[offsets[j]:offsets[j + 1]].tolist() for j in range(3)] == [[1, 4], [3], [0, 2]]
+    assert [order[offsets[j] : offsets[j + 1]].tolist() for j in range(3)] == [[1, 4], [3], [0, 2]]
 
 
 def test_metric_bad_inputs():
@@ -166,7 +169,7 @@ def test_real_mq2008_matches_readme():
         assert sizes == 15211
         all_qid = np.concatenate([d[2] for d in data.values()])
         assert np.unique(all_qid).size == 784  # query-disjoint parts
-    X, y, qid = _load_or_skip("letor-mq2008", 1)["train"]
+    _X, y, qid = _load_or_skip("letor-mq2008", 1)["train"]
     assert np.unique(qid).size == 471 and set(np.unique(y)) == {0, 1, 2}
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from recsys_ltr.metric_learning.gmml import GMML
 from recsys_ltr.ltr.lgmml import LGMML
+from recsys_ltr.metric_learning.gmml import GMML
 from recsys_ltr.query_metrics import ndcg_at_k, ranking_report
 
 
@@ -97,12 +97,14 @@ def test_one_warp_step_matches_eq21_by_hand():
     """One query, one relevant document (the anchor, d = 0) and N_q = 4 irrelevant ones: two
     "near" violators (sum_r Φ G < margin) and two "mid" non-violators.  One SGD sample draws
     negatives until a near one: n_s draws, weight L(floor(4 / n_s)) (Eq. 16), then Eq. 21."""
+
     def data(c):
         b = c * np.array([1.0, 0.5])
         return np.array([[0.0, 0.0], 0.1 * b, 0.1 * b, b, b]), np.array([1, 0, 0, 0, 0]), np.zeros(5, int)
 
-    kw = dict(n_metrics=2, queries_per_metric=1, margin=0.5, learning_rate=0.3, phi_init=1.0,
-              feature_scaling=None, n_epochs=1)
+    kw = dict(
+        n_metrics=2, queries_per_metric=1, margin=0.5, learning_rate=0.3, phi_init=1.0, feature_scaling=None, n_epochs=1
+    )
     probe = LGMML(**kw, random_state=0).fit(*data(1.0))
     c = 1.0 / np.linalg.norm(probe.metrics_[0] @ np.array([1.0, 0.5]))  # GMML is scale-free: d(mid) = 1
     X, y, qid = data(c)
@@ -208,10 +210,17 @@ def test_save_load_roundtrip(tmp_path):
     back = LGMML.load(tmp_path / "m.npz")
     assert back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.predict(X, qid), est.predict(X, qid))
-    np.savez(tmp_path / "bad.npz", header=np.array(json.dumps(
-        {"format": "recsys_ltr.metric", "version": 1, "class": "LGMML", "params": est.get_params()})),
-        metrics_=est.metrics_, transforms_=est.transforms_, anchors_=est.anchors_,
-        phi_=-est.phi_ - 1, scale_=est.scale_)
+    np.savez(
+        tmp_path / "bad.npz",
+        header=np.array(
+            json.dumps({"format": "recsys_ltr.metric", "version": 1, "class": "LGMML", "params": est.get_params()})
+        ),
+        metrics_=est.metrics_,
+        transforms_=est.transforms_,
+        anchors_=est.anchors_,
+        phi_=-est.phi_ - 1,
+        scale_=est.scale_,
+    )
     with pytest.raises(ValueError, match="phi_ must be >= 0"):
         LGMML.load(tmp_path / "bad.npz")
 
@@ -231,9 +240,14 @@ def test_load_revalidates_parameters_and_transforms(tmp_path, distance):
     X, y, qid = _ltr_data(seed=9)
     est = LGMML(n_metrics=2, queries_per_metric=3, n_epochs=1, distance=distance, random_state=0).fit(X, y, qid)
     np.testing.assert_array_equal(LGMML.load(_rewrite(tmp_path, est)).predict(X, qid), est.predict(X, qid))
-    for params, match in (({"test_anchors": "bogus"}, "test_anchors"), ({"distance": 5}, "distance"),
-                          ({"t": 7}, "t must"), ({"regularization": True}, "regularization"),
-                          ({"n_metrics": 3}, "inconsistent shapes"), ({"phi_mode": "per_query"}, None)):
+    for params, match in (
+        ({"test_anchors": "bogus"}, "test_anchors"),
+        ({"distance": 5}, "distance"),
+        ({"t": 7}, "t must"),
+        ({"regularization": True}, "regularization"),
+        ({"n_metrics": 3}, "inconsistent shapes"),
+        ({"phi_mode": "per_query"}, None),
+    ):
         path = _rewrite(tmp_path, est, params)
         if match is None:  # one shared row is a valid per-query model too (mean of one row)
             LGMML.load(path)
@@ -241,7 +255,10 @@ def test_load_revalidates_parameters_and_transforms(tmp_path, distance):
         with pytest.raises(ValueError, match=match):
             LGMML.load(path)
     other = "mahalanobis" if distance == "eq12" else "eq12"
-    for path in (_rewrite(tmp_path, est, transforms_=est.transforms_ * 3), _rewrite(tmp_path, est, {"distance": other})):
+    for path in (
+        _rewrite(tmp_path, est, transforms_=est.transforms_ * 3),
+        _rewrite(tmp_path, est, {"distance": other}),
+    ):
         with pytest.raises(ValueError, match="transforms_ must"):
             LGMML.load(path)
 

@@ -100,9 +100,7 @@ def test_matches_brute_force_with_ties(seed, n_users, n_items, n_levels, batch_s
         assert res[name] == pytest.approx(ref[name].mean(), abs=1e-9)
 
     # Kernel-level API: ranks aligned with the test CSR, candidates counted.
-    got, n_cand = rank_test_items(
-        scores, train, test, exclude, popularity=np.asarray(train.sum(axis=0)).ravel()
-    )
+    got, n_cand = rank_test_items(scores, train, test, exclude, popularity=np.asarray(train.sum(axis=0)).ravel())
     coo = test.tocoo()
     assert {(int(u), int(i)): int(r) for u, i, r in zip(coo.row, coo.col, got)} == ranks
     n_expected = n_items - np.asarray((train + exclude).astype(bool).sum(axis=1)).ravel()
@@ -233,7 +231,7 @@ def test_result_mapping_and_options(medium):
 
 
 def test_score_block_dtypes(medium):
-    model, train, test, exclude = medium
+    model, train, test, _exclude = medium
     ref = evaluate(model, train, test)
     as64 = evaluate(lambda u: model.score(u).astype(np.float64), train, test)
     assert dict(as64) == dict(ref)
@@ -243,7 +241,7 @@ def test_score_block_dtypes(medium):
 
 
 def test_score_fn_receives_int64_copies(medium):
-    model, train, test, _ = medium
+    _model, train, test, _ = medium
     seen = []
 
     def score(u):

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_knn, brute_similarity, kunn_item_affinity_literal, random_feedback
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
-from _helpers import brute_knn, brute_similarity, kunn_item_affinity_literal, random_feedback
 
 from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
@@ -29,8 +29,7 @@ def itemp_literal(D, k):
     """score(u, i) = sum of cos(i, j) over j in O+_u & KNN(i)."""
     knn = brute_knn(brute_similarity(D.T), k)
     cos = brute_similarity(D.T)
-    return np.array([[sum(cos[i, j] for j in knn[i] if D[u, j]) for i in range(D.shape[1])]
-                     for u in range(D.shape[0])])
+    return np.array([[sum(cos[i, j] for j in knn[i] if D[u, j]) for i in range(D.shape[1])] for u in range(D.shape[0])])
 
 
 def userp_literal(D, k):
@@ -83,8 +82,9 @@ def test_theorem_4_4_kunn_double_sum(m, n, density, k, seed):
     np.testing.assert_allclose(model.score(np.arange(m)), kunn_eq_4_3(D, knn_item, knn_user), rtol=1e-10, atol=1e-14)
     # KUNN-i / KUNN-u: item-p / user-p over the KUNN affinities (Eq. 4.5 / 4.6)
     for side, A, knn, M in (("item", A_item, knn_item, D), ("user", A_user, knn_user, D.T)):
-        ref = np.array([[sum(A[i, j] for j in knn[i] if M[u, j]) for i in range(M.shape[1])]
-                        for u in range(M.shape[0])])
+        ref = np.array(
+            [[sum(A[i, j] for j in knn[i] if M[u, j]) for i in range(M.shape[1])] for u in range(M.shape[0])]
+        )
         got = KUNN(k=k, side=side).fit(D).score(np.arange(m))
         np.testing.assert_allclose(got if side == "item" else got.T, ref, rtol=1e-10, atol=1e-14)
 
@@ -110,8 +110,7 @@ def test_slim_recovers_planted_pairs():
 
 
 def brute_top_n(scores, popularity, N, excluded):
-    order = sorted((i for i in range(len(scores)) if i not in excluded),
-                   key=lambda i: (-scores[i], -popularity[i], i))
+    order = sorted((i for i in range(len(scores)) if i not in excluded), key=lambda i: (-scores[i], -popularity[i], i))
     return order[:N]
 
 
@@ -130,7 +129,7 @@ def test_recommend_matches_brute_force_top_n(model):
             ref = brute_top_n(scores[u], pop, N, excluded)
             assert ids[u][ids[u] >= 0].tolist() == ref
             np.testing.assert_array_equal(vals[u][: len(ref)], scores[u][ref])
-            assert np.all(vals[u][len(ref):] == -np.inf)
+            assert np.all(vals[u][len(ref) :] == -np.inf)
             one_ids, one_vals = model.recommend(int(u), N=N, filter_items=filt, filter_already_liked_items=liked)
             assert one_ids.tolist() == ref and one_vals.shape == (len(ref),)
 
@@ -145,7 +144,9 @@ def test_user_without_history_gets_popularity_order():
         assert ids.tolist() == expected, model
 
 
-@pytest.mark.parametrize("model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), Popularity()], ids=repr)
+@pytest.mark.parametrize(
+    "model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), Popularity()], ids=repr
+)
 def test_item_based_models_score_new_users_without_refit(model):
     D = feedback(6)
     model = clone(model).fit(D)
@@ -256,28 +257,33 @@ def _set(*keys_value):
         for key in keys[:-1]:
             node = node[key]
         node[keys[-1]] = value
+
     return edit
 
 
-@pytest.mark.parametrize("model, edit, message", [
-    (ItemKNN(k=3), _set("params", "k", "x"), "invalid parameters: k must be an integer"),
-    (ItemKNN(k=3), _set("params", "k", 1.5), "invalid parameters: k must be an integer"),
-    (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
-    (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
-    (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
-    (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress"),
-    (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
-    (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
-    (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted attribute"),
-    (ItemKNN(k=3), _set("state", "item_affinity_", "kind", "kunn"), "expected 'cosine'"),
-    (ItemKNN(k=3), _set("state", "item_affinity_", "side", "user"), "Affinity with side=.item."),
-    (KUNN(k=3), _set("params", "side", "items"), "fitted state holds"),
-    (KUNN(k=3, side="user"), _set("params", "side", "item"), "fitted state holds"),
-    (SLIM(l1=0.1, l2=0.5), _set("params", "l1", -1.0), "invalid parameters: l1"),
-    (SLIM(l1=0.1, l2=0.5), _set("params", "l2", True), "invalid parameters: l2"),
-    (SLIM(l1=0.1, l2=0.5), _set("params", "k", 3), "k=3 means 3"),
-    (SLIM(k=3, l1=0.1, l2=0.5), _set("params", "k", 20), "larger than the catalogue"),
-], ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    "model, edit, message",
+    [
+        (ItemKNN(k=3), _set("params", "k", "x"), "invalid parameters: k must be an integer"),
+        (ItemKNN(k=3), _set("params", "k", 1.5), "invalid parameters: k must be an integer"),
+        (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
+        (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
+        (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
+        (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress"),
+        (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
+        (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
+        (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted attribute"),
+        (ItemKNN(k=3), _set("state", "item_affinity_", "kind", "kunn"), "expected 'cosine'"),
+        (ItemKNN(k=3), _set("state", "item_affinity_", "side", "user"), "Affinity with side=.item."),
+        (KUNN(k=3), _set("params", "side", "items"), "fitted state holds"),
+        (KUNN(k=3, side="user"), _set("params", "side", "item"), "fitted state holds"),
+        (SLIM(l1=0.1, l2=0.5), _set("params", "l1", -1.0), "invalid parameters: l1"),
+        (SLIM(l1=0.1, l2=0.5), _set("params", "l2", True), "invalid parameters: l2"),
+        (SLIM(l1=0.1, l2=0.5), _set("params", "k", 3), "k=3 means 3"),
+        (SLIM(k=3, l1=0.1, l2=0.5), _set("params", "k", 20), "larger than the catalogue"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
 def test_load_revalidates_parameters_and_state(tmp_path, model, edit, message):
     """A file whose parameters or state disagree is refused, never silently used."""
     model = clone(model).fit(feedback(10))
@@ -307,7 +313,7 @@ def test_similar_items_shapes_like_recommend(model):
         assert ids.shape == vals.shape == (8, min(N, 7))
         for i in items:
             valid = ids[i] >= 0
-            assert i not in ids[i] and np.all(valid[:valid.sum()])  # padding only at the end
+            assert i not in ids[i] and np.all(valid[: valid.sum()])  # padding only at the end
             assert np.all(vals[i][~valid] == -np.inf) and np.all(np.diff(vals[i][valid]) <= 0)
             one_ids, one_vals = model.similar_items(int(i), N=N)
             np.testing.assert_array_equal(one_ids, ids[i][valid])
@@ -339,7 +345,7 @@ def test_similar_items_convention_versus_implicit():
     for i in range(9):  # item 9 is empty
         their_ids, their_vals = ref.similar_items(i, N=5)
         assert their_ids[0] == i
-        ids, vals = ours.similar_items(i, N=4)
+        _ids, vals = ours.similar_items(i, N=4)
         np.testing.assert_allclose(vals, their_vals[1:], rtol=1e-6)  # ties may be ordered differently
 
 

@@ -5,12 +5,11 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_knn, brute_similarity, knn_matrix, ktrunc_literal, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import ElasticNet
-
-from _helpers import brute_knn, brute_similarity, knn_matrix, ktrunc_literal, rows_of
 
 from recsys_ltr.neighbors.slim import slim_weights
 
@@ -107,9 +106,7 @@ def test_neighbour_self_loops_and_values_are_ignored():
     X = slim_feedback(11)
     knn = cosine_knn_matrix(X, 3)
     noisy = (knn * 7.0 + sp.eye(12)).tocsr()  # self in every row, other stored values
-    np.testing.assert_array_equal(
-        slim_weights(X, neighbors=noisy).toarray(), slim_weights(X, neighbors=knn).toarray()
-    )
+    np.testing.assert_array_equal(slim_weights(X, neighbors=noisy).toarray(), slim_weights(X, neighbors=knn).toarray())
 
 
 def test_output_format_non_negative_zero_diagonal_and_empty_item():

@@ -95,7 +95,7 @@ def test_novelty_hand_case():
     dense[0, 2:6] = 1
     X = sp.csr_matrix(dense)
     for seed in range(20):
-        train, v, t = split.novelty_holdout(X, val=0.25, test=0.25, seed=seed, exclude_top=2)
+        _train, v, t = split.novelty_holdout(X, val=0.25, test=0.25, seed=seed, exclude_top=2)
         # m = 4 eligible positives -> 1 test, 1 validation, none among items 0, 1
         assert t[0].nnz == 1 and v[0].nnz == 1
         assert t[:, :2].nnz == 0 and v[:, :2].nnz == 0

@@ -40,7 +40,9 @@ def test_hand_values():
     np.testing.assert_allclose(nml_loss("uniform", 4), [0, 0.25, 0.5, 0.75, 1])
     # ADG: C(0) = 0 (top item has gain 1), C(1) = 1 - 1/log2(3), C(2) = 1/2
     np.testing.assert_allclose(nml_loss("adg", 2, normalize=False), [0, 1 - 1 / np.log2(3), 0.5])
-    np.testing.assert_allclose(nml_loss("lgmml", 3, normalize=False), [0, 1, 1 + 1 / np.log2(3), 1 + 1 / np.log2(3) + 0.5])
+    np.testing.assert_allclose(
+        nml_loss("lgmml", 3, normalize=False), [0, 1, 1 + 1 / np.log2(3), 1 + 1 / np.log2(3) + 0.5]
+    )
     # pak with k beyond n: normalised to L(n) = 1
     np.testing.assert_allclose(nml_loss("pak", 2, k=4), [0, 0.5, 1])
 

@@ -126,6 +126,4 @@ def test_theorem_3_8_rank_gamma_equals_beta_truncation(kind, n_irr):
     L = nml_loss(kind, n_irr, k=5 if kind == "pak" else None)
     est = warp_estimator(L, n_irr)
     for gamma in range(1, n_irr + 1):
-        np.testing.assert_array_equal(
-            rank_gamma_estimator(L, gamma, n_irr), truncate_estimator(est, n_irr // gamma)
-        )
+        np.testing.assert_array_equal(rank_gamma_estimator(L, gamma, n_irr), truncate_estimator(est, n_irr // gamma))

@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 
 __all__ = [
-    "ChecksumError",
     "ENV_VAR",
+    "ChecksumError",
     "cache_dir",
     "dataset_info",
     "dataset_path",
@@ -205,8 +205,10 @@ def download(name: str, data_dir=None, verify: bool = True) -> Path:
     """
     info = dataset_info(name)
     if not info["sources"]:
-        raise RuntimeError(f"data set {name!r} cannot be downloaded automatically: {info['manual']}; "
-                           f"put the files in {resolve_data_dir(data_dir) / name}/")
+        raise RuntimeError(
+            f"data set {name!r} cannot be downloaded automatically: {info['manual']}; "
+            f"put the files in {resolve_data_dir(data_dir) / name}/"
+        )
     target = (Path(data_dir).expanduser() if data_dir is not None else cache_dir()) / name
     target.mkdir(parents=True, exist_ok=True)
     wanted = {f: sha for f, sha in info["files"].items() if not _valid(target / f, sha)}

@@ -39,8 +39,9 @@ def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarra
     """
     path = Path(path)
     if query_file is None:
-        X, y, qid = load_svmlight_file(str(path), n_features=n_features, query_id=True, dtype=np.float64,
-                                       zero_based=False)
+        X, y, qid = load_svmlight_file(
+            str(path), n_features=n_features, query_id=True, dtype=np.float64, zero_based=False
+        )
     else:
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64, zero_based=False)
         sizes = np.loadtxt(query_file, dtype=np.int64, ndmin=1)
@@ -105,4 +106,6 @@ def load_letor(name: str = "letor-mq2008", fold: int = 1, data_dir=None, verify:
             query = dataset_path(name, f"rank.{split}.query", data_dir=data_dir, verify=verify)
             out[split] = read_svmlight_ltr(data, _LGBM_FEATURES, query_file=query)
         return out
-    raise ValueError(f"unknown learning-to-rank data set {name!r}; expected 'letor-mq2008' or 'lightgbm-lambdarank-sample'")
+    raise ValueError(
+        f"unknown learning-to-rank data set {name!r}; expected 'letor-mq2008' or 'lightgbm-lambdarank-sample'"
+    )

@@ -24,7 +24,8 @@ import scipy.sparse as sp
 
 from .._validation import check_feedback
 from ..interactions import Interactions
-from ._registry import dataset_info, dataset_path, is_present, list_datasets as _registered, open_text, read_bytes
+from ._registry import dataset_info, dataset_path, is_present, open_text, read_bytes
+from ._registry import list_datasets as _registered
 
 __all__ = ["available", "list_datasets", "load", "load_presplit"]
 
@@ -124,8 +125,9 @@ def _tsv(name, filename, data_dir, verify, **kwargs) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------- loaders
 def _movielens_100k(data_dir, verify) -> Interactions:
-    ratings = _tsv("movielens-100k", "u.data", data_dir, verify, header=None,
-                   names=["user", "item", "rating", "timestamp"])
+    ratings = _tsv(
+        "movielens-100k", "u.data", data_dir, verify, header=None, names=["user", "item", "rating", "timestamp"]
+    )
     data = Interactions.from_dataframe(ratings, weight_col="rating", threshold=4, rule=">=")
     with open_text(dataset_path("movielens-100k", "u.genre", data_dir, verify), "latin-1") as f:
         genres = pd.read_csv(f, sep="|", header=None, names=["genre", "index"]).dropna()

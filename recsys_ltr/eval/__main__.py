@@ -66,16 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="data directory (default: $RECSYS_LTR_DATA, else ../shared/datasets)")
     p.add_argument("--folds", type=_at_least(1), default=3, help="number of seeded splits (default 3)")
     p.add_argument("--protocol", choices=(*PROTOCOLS, "both"), default="standard")
-    p.add_argument("--exclude-top", type=_at_least(0), default=100,
-                   help="novelty protocol: popular items to exclude")
-    p.add_argument("--models", default=DEFAULT_MODELS,
-                   help=f"comma-separated, or 'all' (default); known: {','.join(METHODS)}")
+    p.add_argument("--exclude-top", type=_at_least(0), default=100, help="novelty protocol: popular items to exclude")
+    p.add_argument(
+        "--models", default=DEFAULT_MODELS, help=f"comma-separated, or 'all' (default); known: {','.join(METHODS)}"
+    )
     p.add_argument("--budget", choices=("quick", "paper"), default="quick", help="tuning grid size")
     p.add_argument("--k", type=_at_least(1), default=10, help="cut-off for REC@k and P@k (default 10)")
     p.add_argument("--seed", type=_at_least(0), default=0)
     p.add_argument("--out", help="output directory (tables, CSV, JSON, PNG per protocol; cache/)")
-    p.add_argument("--jobs", type=_at_least(1), default=1,
-                   help="(method, fold) units run in parallel processes, each on max(1, cores // jobs) threads")
+    p.add_argument(
+        "--jobs",
+        type=_at_least(1),
+        default=1,
+        help="(method, fold) units run in parallel processes, each on max(1, cores // jobs) threads",
+    )
     p.add_argument("--cache-dir", help="result cache (default: <out>/cache; none without --out)")
     p.add_argument("--no-cache", action="store_true", help="recompute every unit (finished ones are re-cached)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -108,17 +112,29 @@ def main(argv=None) -> int:
         parser.error(str(exc).splitlines()[0])
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
     cache_dir = args.cache_dir or (os.path.join(args.out, "cache") if args.out else None)
-    print(f"{name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions; "
-          f"{len(methods)} method(s), {args.folds} fold(s), {args.budget} budget, {args.jobs} job(s) x "
-          f"{threads_per_job(args.jobs)} thread(s)", file=sys.stderr)
+    print(
+        f"{name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions; "
+        f"{len(methods)} method(s), {args.folds} fold(s), {args.budget} budget, {args.jobs} job(s) x "
+        f"{threads_per_job(args.jobs)} thread(s)",
+        file=sys.stderr,
+    )
     metrics = table_metrics(args.k)
     command = " ".join(["python -m recsys_ltr.eval", *(argv if argv is not None else sys.argv[1:])])
     for protocol in protocols:
         t0 = time.perf_counter()
         experiment = run_experiment(
-            data.matrix, methods, folds=args.folds, protocol=protocol, exclude_top=args.exclude_top,
-            seed=args.seed, budget=args.budget, k=args.k, jobs=args.jobs, dataset=name,
-            cache_dir=cache_dir, read_cache=not args.no_cache,
+            data.matrix,
+            methods,
+            folds=args.folds,
+            protocol=protocol,
+            exclude_top=args.exclude_top,
+            seed=args.seed,
+            budget=args.budget,
+            k=args.k,
+            jobs=args.jobs,
+            dataset=name,
+            cache_dir=cache_dir,
+            read_cache=not args.no_cache,
             show_progress=not args.quiet,
         )
         summary = summarize(experiment.results, metrics, experiment.skipped)
@@ -128,12 +144,22 @@ def main(argv=None) -> int:
         print(f"\n{name}{source}, {protocol} protocol, mean (standard error) over {args.folds} fold(s):\n")
         print(table)
         if args.out:
-            meta = {"dataset": name, "protocol": protocol, "folds": args.folds, "budget": args.budget,
-                    "seed": args.seed, "k": args.k, "methods": methods, "jobs": args.jobs,
-                    "computed_units": len(experiment.computed), "seconds": time.perf_counter() - t0,
-                    "command": command}
-            for path in write_outputs(os.path.join(args.out, protocol), experiment, summary, tests, table, meta,
-                                      metrics):
+            meta = {
+                "dataset": name,
+                "protocol": protocol,
+                "folds": args.folds,
+                "budget": args.budget,
+                "seed": args.seed,
+                "k": args.k,
+                "methods": methods,
+                "jobs": args.jobs,
+                "computed_units": len(experiment.computed),
+                "seconds": time.perf_counter() - t0,
+                "command": command,
+            }
+            for path in write_outputs(
+                os.path.join(args.out, protocol), experiment, summary, tests, table, meta, metrics
+            ):
                 print(f"wrote {path}", file=sys.stderr)
     return 0
 

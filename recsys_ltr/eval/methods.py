@@ -10,8 +10,8 @@ tuned.  ``fixed`` holds per-budget parameters that are not tuned (e.g. FEBR's it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,14 @@ class Method:
 
     def spec(self) -> dict:
         """JSON-able description of everything that changes the method's results (for the cache key)."""
-        return {"name": self.name, "main": self.main, "main_grid": self.main_grid, "secondary": self.secondary,
-                "fixed": self.fixed, "uses_validation": self.uses_validation}
+        return {
+            "name": self.name,
+            "main": self.main,
+            "main_grid": self.main_grid,
+            "secondary": self.secondary,
+            "fixed": self.fixed,
+            "uses_validation": self.uses_validation,
+        }
 
 
 def _model(class_name, **fixed):
@@ -93,8 +99,15 @@ def _both(quick, paper):
 
 
 def _knn(name, class_name, group, description, k_axis, **fixed):
-    return Method(name, _model(class_name, **fixed), "k", _both(K_QUICK, K_PAPER), group=group,
-                  description=description, k_axis=k_axis)
+    return Method(
+        name,
+        _model(class_name, **fixed),
+        "k",
+        _both(K_QUICK, K_PAPER),
+        group=group,
+        description=description,
+        k_axis=k_axis,
+    )
 
 
 # fsSLIM: l1 = l2 in {10, 1, 0.1} (sec. 4.7.3), default 1 first.
@@ -130,10 +143,17 @@ def _febr(side, affinity):
     side_name, k_axis = _SIDES[side]
     secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
-        f"FEBR{side}-{affinity}", _model("FEBR", affinity=kind, side=side_name), "k",
-        _both((50, 100), K_PAPER), secondary, _FEBR_FIXED, group,
-        f"FEBR{side} (sec. 4.5-4.6) over the {group} affinity, trained by OPT-ADG (Alg. 4.2)", k_axis,
-        uses_validation=True, seeded=True,
+        f"FEBR{side}-{affinity}",
+        _model("FEBR", affinity=kind, side=side_name),
+        "k",
+        _both((50, 100), K_PAPER),
+        secondary,
+        _FEBR_FIXED,
+        group,
+        f"FEBR{side} (sec. 4.5-4.6) over the {group} affinity, trained by OPT-ADG (Alg. 4.2)",
+        k_axis,
+        uses_validation=True,
+        seeded=True,
     )
 
 
@@ -142,28 +162,65 @@ METHODS: dict[str, Method] = {
     for m in (  # the rows of Tables 4.3 / 4.4, then the extra anchors
         _knn("item-p", "ItemKNN", "cosine", "item-based cosine KNN (aggsum of item affinities)", (1,)),
         _knn("user-p", "UserKNN", "cosine", "user-based cosine KNN", (0,)),
-        Method("SLIM", _model("SLIM"), "k", _both((50, 100), K_PAPER), _both(_SLIM_SECONDARY[:2], _SLIM_SECONDARY),
-               group="SLIM", description="fsSLIM (Ning & Karypis 2011) on cosine neighbourhoods", k_axis=(1,)),
+        Method(
+            "SLIM",
+            _model("SLIM"),
+            "k",
+            _both((50, 100), K_PAPER),
+            _both(_SLIM_SECONDARY[:2], _SLIM_SECONDARY),
+            group="SLIM",
+            description="fsSLIM (Ning & Karypis 2011) on cosine neighbourhoods",
+            k_axis=(1,),
+        ),
         _knn("KUNN", "KUNN", "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
         _knn("KUNN-i", "KUNN", "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
         _knn("KUNN-u", "KUNN", "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
         # Paper grids: the dissertation's (BPR's four regularisers share one value here).
-        Method("BPR", _model("BPR"), "factors", _both(FACTORS_QUICK, FACTORS_PAPER),
-               _both(({"regularization": 0.01}, {"regularization": 0.001}, {"regularization": 0.1}),
-                     tuple({"regularization": v} for v in (0.0025, 0.025, 0.00025))),
-               description="BPR-MF (Rendle et al. 2009), implicit's implementation", seeded=True),
-        Method("ALS", _model("ALS"), "factors", _both(FACTORS_QUICK, FACTORS_PAPER), _ALS_SECONDARY,
-               description="WRMF (Hu et al. 2008), implicit's ALS", seeded=True),
+        Method(
+            "BPR",
+            _model("BPR"),
+            "factors",
+            _both(FACTORS_QUICK, FACTORS_PAPER),
+            _both(
+                ({"regularization": 0.01}, {"regularization": 0.001}, {"regularization": 0.1}),
+                tuple({"regularization": v} for v in (0.0025, 0.025, 0.00025)),
+            ),
+            description="BPR-MF (Rendle et al. 2009), implicit's implementation",
+            seeded=True,
+        ),
+        Method(
+            "ALS",
+            _model("ALS"),
+            "factors",
+            _both(FACTORS_QUICK, FACTORS_PAPER),
+            _ALS_SECONDARY,
+            description="WRMF (Hu et al. 2008), implicit's ALS",
+            seeded=True,
+        ),
         Method("popularity", _model("Popularity"), description="global item popularity in train"),
         *(_febr(side, aff) for aff in ("cos", "KUNN") for side in ("i", "u", "iu")),
         _febr("i", "SLIM"),
-        Method("LightFM", _model("LightFMWARP"), "no_components", _both((20, 50), FACTORS_PAPER),
-               _both(({"item_alpha": 0.0, "user_alpha": 0.0}, {"item_alpha": 1e-5, "user_alpha": 1e-5}),
-                     tuple({"item_alpha": v, "user_alpha": v} for v in (0.0, 1e-6, 1e-5, 1e-4))),
-               description="LightFM WARP (optional extra: the lightfm module)", seeded=True),
-        Method("EASE", _model("EASE"), "lam", _both((100.0, 500.0, 2000.0), _EASE_PAPER),
-               description="EASE (Steck 2019), closed form; refused when the catalogue is too large",
-               threaded=False, skip_on=(ImportError, ValueError)),
+        Method(
+            "LightFM",
+            _model("LightFMWARP"),
+            "no_components",
+            _both((20, 50), FACTORS_PAPER),
+            _both(
+                ({"item_alpha": 0.0, "user_alpha": 0.0}, {"item_alpha": 1e-5, "user_alpha": 1e-5}),
+                tuple({"item_alpha": v, "user_alpha": v} for v in (0.0, 1e-6, 1e-5, 1e-4)),
+            ),
+            description="LightFM WARP (optional extra: the lightfm module)",
+            seeded=True,
+        ),
+        Method(
+            "EASE",
+            _model("EASE"),
+            "lam",
+            _both((100.0, 500.0, 2000.0), _EASE_PAPER),
+            description="EASE (Steck 2019), closed form; refused when the catalogue is too large",
+            threaded=False,
+            skip_on=(ImportError, ValueError),
+        ),
     )
 }
 

@@ -45,18 +45,30 @@ def summarize(results, metrics, skipped=()) -> pd.DataFrame:
             row[f"{m} se"] = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else runs[0].test_stderr[m]
         rows.append(row)
     done = {row["method"] for row in rows}
-    for method, reason in dict((s.method, s.reason) for s in skipped).items():
+    for method, reason in {s.method: s.reason for s in skipped}.items():
         if method not in done:
-            rows.append({"affinity": _group(method), "method": method, "folds": 0, "note": f"skipped: {reason}",
-                         **{c: np.nan for m in metrics for c in (m, f"{m} se")}})
-    return pd.DataFrame(rows, columns=["affinity", "method", "folds", *[c for m in metrics for c in (m, f"{m} se")],
-                                       "note"])
+            rows.append(
+                {
+                    "affinity": _group(method),
+                    "method": method,
+                    "folds": 0,
+                    "note": f"skipped: {reason}",
+                    **{c: np.nan for m in metrics for c in (m, f"{m} se")},
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["affinity", "method", "folds", *[c for m in metrics for c in (m, f"{m} se")], "note"]
+    )
 
 
 def pooled(results, method: str, metric: str) -> dict[tuple[int, int], float]:
     """Per-user test values of ``method`` keyed by (fold, user)."""
-    return {(r.fold, int(u)): float(v) for r in results if r.method == method
-            for u, v in zip(r.users, r.per_user[metric], strict=True)}
+    return {
+        (r.fold, int(u)): float(v)
+        for r in results
+        if r.method == method
+        for u, v in zip(r.users, r.per_user[metric], strict=True)
+    }
 
 
 def paired_tests(results, summary: pd.DataFrame, metrics) -> dict[str, dict]:
@@ -106,8 +118,9 @@ def format_table(summary: pd.DataFrame, metrics, tests=None, digits: int = 4) ->
     if tests:
         p_cells = [f"{tests[m]['p_value']:.2g}" if m in tests else "–" for m in metrics]
         lines.append("| | Wilcoxon p (best vs runner-up) | " + " | ".join(p_cells) + " |")
-        notes.insert(0, f"{MARKER}: best differs from the runner-up (paired Wilcoxon signed-rank test over users, "
-                        f"p < {ALPHA}).")
+        notes.insert(
+            0, f"{MARKER}: best differs from the runner-up (paired Wilcoxon signed-rank test over users, p < {ALPHA})."
+        )
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
@@ -143,8 +156,15 @@ def long_table(results, dataset: str, protocol: str) -> pd.DataFrame:
 def tuning_table(results) -> pd.DataFrame:
     """Every setting tried by the two-level tuning, per (method, fold), marking the chosen one."""
     rows = [
-        {"method": r.method, "fold": r.fold, "level": t["level"], "params": json.dumps(t["params"], sort_keys=True),
-         "validation_ADG": t["validation_ADG"], "fit_seconds": t["fit_seconds"], "chosen": t["params"] == r.params}
+        {
+            "method": r.method,
+            "fold": r.fold,
+            "level": t["level"],
+            "params": json.dumps(t["params"], sort_keys=True),
+            "validation_ADG": t["validation_ADG"],
+            "fit_seconds": t["fit_seconds"],
+            "chosen": t["params"] == r.params,
+        }
         for r in results
         for t in r.trials
     ]
@@ -189,13 +209,19 @@ def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: st
     params = {}
     for r in results:
         params.setdefault(r.method, {})[str(r.fold)] = r.params
-    payload = {"meta": meta, "summary": summary.replace({np.nan: None}).to_dict(orient="records"),
-               "wilcoxon": tests, "params": params, "skipped": [vars(s) for s in experiment.skipped]}
+    payload = {
+        "meta": meta,
+        "summary": summary.replace({np.nan: None}).to_dict(orient="records"),
+        "wilcoxon": tests,
+        "params": params,
+        "skipped": [vars(s) for s in experiment.skipped],
+    }
     paths[2].write_text(json.dumps(payload, indent=2, default=float) + "\n")
     long_table(results, meta["dataset"], meta["protocol"]).to_csv(paths[3], index=False)
     tuning_table(results).to_csv(paths[4], index=False)
-    pd.DataFrame([{"metric": m, **t} for m, t in tests.items()],
-                 columns=["metric", "best", "runner_up", "p_value", "n_pairs"]).to_csv(paths[5], index=False)
+    pd.DataFrame(
+        [{"metric": m, **t} for m, t in tests.items()], columns=["metric", "best", "runner_up", "p_value", "n_pairs"]
+    ).to_csv(paths[5], index=False)
     for m in metrics:
         paths.append(plot_metric(summary, m, out / f"{m.replace('@', '_at_')}.png", f"{m}\n{title}"))
     return paths

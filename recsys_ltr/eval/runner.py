@@ -22,9 +22,9 @@ import re
 import sys
 import tempfile
 import time
-from functools import cache, partial
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,7 @@ TABLE_METRICS = ("ADG", "REC@{k}", "MAP", "NDCG", "ATOP")
 def table_metrics(k: int) -> list[str]:
     """The metrics of Tables 4.3 / 4.4 with the recall cutoff ``k``."""
     return [m.format(k=k) for m in TABLE_METRICS]
+
 
 #: Bumped when the cached content or its meaning changes (older files are then recomputed).
 CACHE_VERSION = 1
@@ -191,14 +192,16 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
     return params, model, trials
 
 
-def tune_and_test(method_name, train, val, test, *, budget="quick", k=10, random_state=None,
-                  num_threads=0, log=None) -> FoldResult:
+def tune_and_test(
+    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None
+) -> FoldResult:
     """Pick a method's setting by :func:`tune`, then evaluate it on ``test`` (validation excluded).
 
     Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
     """
-    params, model, trials = tune(method_name, train, val, budget=budget, k=k, random_state=random_state,
-                                 num_threads=num_threads, log=log)
+    params, model, trials = tune(
+        method_name, train, val, budget=budget, k=k, random_state=random_state, num_threads=num_threads, log=log
+    )
     res = evaluate(model, train, test, exclude=val, k=k, num_threads=num_threads)
     chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
     return FoldResult(
@@ -220,8 +223,17 @@ def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, nu
     one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency)."""
     method = get_method(method_name)
     try:
-        result = tune_and_test(method_name, train, val, test, budget=budget, k=k, random_state=random_state,
-                               num_threads=num_threads, log=log)
+        result = tune_and_test(
+            method_name,
+            train,
+            val,
+            test,
+            budget=budget,
+            k=k,
+            random_state=random_state,
+            num_threads=num_threads,
+            log=log,
+        )
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     result.fold = fold
@@ -367,8 +379,13 @@ class _UnitArguments:
 
     def kwargs(self, name, fold):
         log = self.cache.trial_log(name, fold, self.resume) if self.cache else None
-        return {"budget": self.budget, "k": self.k, "random_state": self.seed + fold, "num_threads": self.num_threads,
-                "log": log}
+        return {
+            "budget": self.budget,
+            "k": self.k,
+            "random_state": self.seed + fold,
+            "num_threads": self.num_threads,
+            "log": log,
+        }
 
 
 def threads_per_job(jobs: int) -> int:
@@ -414,13 +431,28 @@ def run_experiment(
     splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
     cache = None
     if cache_dir is not None:
-        cache = UnitCache(cache_dir, dataset=dataset, data=data_fingerprint(X), protocol=protocol, budget=budget,
-                          seed=seed, val=val, test=test, exclude_top=exclude_top, k=k)
+        cache = UnitCache(
+            cache_dir,
+            dataset=dataset,
+            data=data_fingerprint(X),
+            protocol=protocol,
+            budget=budget,
+            seed=seed,
+            val=val,
+            test=test,
+            exclude_top=exclude_top,
+            k=k,
+        )
     units = [(name, fold) for fold in range(folds) for name in methods]
     outcomes = {unit: cache.load(*unit) for unit in units} if cache and read_cache else {}
     todo = [unit for unit in units if outcomes.get(unit) is None]
-    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"{dataset} {protocol}", unit="run",
-               disable=not show_progress)
+    bar = tqdm(
+        total=len(units),
+        initial=len(units) - len(todo),
+        desc=f"{dataset} {protocol}",
+        unit="run",
+        disable=not show_progress,
+    )
     reported = set()
     arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)
     for unit, outcome in _execute(todo, jobs, arguments):

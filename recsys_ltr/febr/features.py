@@ -44,8 +44,17 @@ from .._validation import check_feedback, check_ids, check_num_threads
 from ..neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
 from ..neighbors.knn import check_k, numba_threads
 
-__all__ = ["AGGREGATORS", "SIDES", "AFFINITIES", "FeatureExtractor", "build_affinities", "feature_names",
-           "pair_aggregates", "pair_features", "finish"]
+__all__ = [
+    "AFFINITIES",
+    "AGGREGATORS",
+    "SIDES",
+    "FeatureExtractor",
+    "build_affinities",
+    "feature_names",
+    "finish",
+    "pair_aggregates",
+    "pair_features",
+]
 
 #: Features of one side, in order (sec. 4.5.2 and the indicator ``b`` of sec. 4.5.4).
 AGGREGATORS = ("mean", "std", "min", "max", "len", "sum", "b")
@@ -79,7 +88,8 @@ def _push(acc, i, a):
         acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5] = 1.0, a, 0.0, a, a, a
     else:
         acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5] = _welford(
-            acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5], a)
+            acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5], a
+        )
 
 
 @njit(cache=True, inline="always")
@@ -143,7 +153,8 @@ def pair_features(state, u, i, out):
             out[o + _W - 1] = 1.0
         else:
             out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = finish(
-                c, mean, m2, lo, hi, s, sides[2])
+                c, mean, m2, lo, hi, s, sides[2]
+            )
             out[o + _W - 1] = 0.0
         o += _W
 
@@ -160,8 +171,22 @@ def _fill_bits(indptr, indices, bits):
 # scatter kernels: all items of a batch of users
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _scatter(r, side, r_indptr, r_indices, nb_indptr, nb_indices, nb_data, t_indptr, t_indices, t_data,
-             x_indptr, x_indices, acc, touched):
+def _scatter(
+    r,
+    side,
+    r_indptr,
+    r_indices,
+    nb_indptr,
+    nb_indices,
+    nb_data,
+    t_indptr,
+    t_indices,
+    t_data,
+    x_indptr,
+    x_indices,
+    acc,
+    touched,
+):
     """Accumulate one side's affinity vectors of every item for batch row ``r``; returns the number
     of items touched (listed in ``touched``).
 
@@ -191,8 +216,25 @@ def _scatter(r, side, r_indptr, r_indices, nb_indptr, nb_indices, nb_data, t_ind
 
 
 @njit(parallel=True, cache=True)
-def _batch_kernel(mode, r_indptr, r_indices, nb_indptr, nb_indices, nb_data, t_indptr, t_indices, t_data,
-                  x_indptr, x_indices, sides, n_items, n_chunks, weights, base, out):
+def _batch_kernel(
+    mode,
+    r_indptr,
+    r_indices,
+    nb_indptr,
+    nb_indices,
+    nb_data,
+    t_indptr,
+    t_indices,
+    t_data,
+    x_indptr,
+    x_indices,
+    sides,
+    n_items,
+    n_chunks,
+    weights,
+    base,
+    out,
+):
     """One scatter pass over the batch rows, three outputs (``mode``):
 
     * 0 -- scores: ``out[r, i, 0] = base + sum_side w_side . phi_side(r, i)`` with the missing
@@ -220,8 +262,22 @@ def _batch_kernel(mode, r_indptr, r_indices, nb_indptr, nb_indices, nb_data, t_i
                     continue
                 if mode == 1:
                     out[r, :, o + _W - 1] = 1.0
-                n_t = _scatter(r, side, r_indptr, r_indices, nb_indptr, nb_indices, nb_data, t_indptr,
-                               t_indices, t_data, x_indptr, x_indices, acc, touched)
+                n_t = _scatter(
+                    r,
+                    side,
+                    r_indptr,
+                    r_indices,
+                    nb_indptr,
+                    nb_indices,
+                    nb_data,
+                    t_indptr,
+                    t_indices,
+                    t_data,
+                    x_indptr,
+                    x_indices,
+                    acc,
+                    touched,
+                )
                 for t in range(n_t):
                     i = touched[t]
                     f = finish(acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5], k)
@@ -332,8 +388,11 @@ class FeatureExtractor:
         if item_affinity is None and user_affinity is None:
             raise ValueError("give an item affinity, a user affinity or both")
         self.num_threads = check_num_threads(num_threads)
-        self.side = "both" if item_affinity is not None and user_affinity is not None else (
-            "item" if item_affinity is not None else "user")
+        self.side = (
+            "both"
+            if item_affinity is not None and user_affinity is not None
+            else ("item" if item_affinity is not None else "user")
+        )
         if item_affinity is not None:
             check_k(k, n, "items")
         if user_affinity is not None:
@@ -351,8 +410,14 @@ class FeatureExtractor:
         bits = np.zeros((m, words) if m * words * 8 <= _BITSET_BYTES else (0, 0), np.uint64)
         if bits.size:
             _fill_bits(self.X.indptr, self.X.indices, bits)
-        self.state = (_i64(self.X.indptr), _i32(self.X.indices), *_parts(self._item), *_parts(self._user),
-                      self._sides, bits)
+        self.state = (
+            _i64(self.X.indptr),
+            _i32(self.X.indices),
+            *_parts(self._item),
+            *_parts(self._user),
+            self._sides,
+            bits,
+        )
 
     def _truncated(self, affinity, side, n):
         if not isinstance(affinity, Affinity):
@@ -386,9 +451,24 @@ class FeatureExtractor:
             n_chunks = max(1, min(B, 4 * self.num_threads))
         weights = np.zeros((2, _W)) if weights is None else weights
         with numba_threads(self.num_threads):
-            _batch_kernel(mode, _i64(rows.indptr), _i32(rows.indices), _i64(nbrs.indptr), _i32(nbrs.indices),
-                          nbrs.data, _i64(self._item_T.indptr), _i32(self._item_T.indices), self._item_T.data,
-                          *self.state[:2], self._sides, self.X.shape[1], n_chunks, weights, float(base), out)
+            _batch_kernel(
+                mode,
+                _i64(rows.indptr),
+                _i32(rows.indices),
+                _i64(nbrs.indptr),
+                _i32(nbrs.indices),
+                nbrs.data,
+                _i64(self._item_T.indptr),
+                _i32(self._item_T.indices),
+                self._item_T.data,
+                *self.state[:2],
+                self._sides,
+                self.X.shape[1],
+                n_chunks,
+                weights,
+                float(base),
+                out,
+            )
         return out
 
     def _batch(self, user_ids, user_items, neighbors):

@@ -36,14 +36,23 @@ import numpy as np
 from numba import njit
 
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape
-from .features import (_W, AGGREGATORS, SIDES, FeatureExtractor, _has, build_affinities, finish, pair_aggregates,
-                        pair_features)
 from ..metrics import evaluate
+from ..models.base import Recommender
 from ..neighbors.affinity import Affinity, kunn_weights
 from ..neighbors.knn import check_k, knn_index, knn_query
 from ..split import holdout as split_holdout
 from ..warp import WarpSampler
-from ..models.base import Recommender
+from .features import (
+    _W,
+    AGGREGATORS,
+    SIDES,
+    FeatureExtractor,
+    _has,
+    build_affinities,
+    finish,
+    pair_aggregates,
+    pair_features,
+)
 
 __all__ = ["FEBR"]
 
@@ -181,9 +190,26 @@ class FEBR(Recommender):
     affinities only).
     """
 
-    def __init__(self, affinity="cosine", side="item", k=100, lam=1e-3, learning_rate=0.01,
-                 iterations=2_000_000, gamma=50, beta=None, eval_every=100_000, early_stopping=5,
-                 holdout=0.0, validation_users=None, init="sum", affinity_params=None, random_state=None, num_threads=0, show_progress=False):
+    def __init__(
+        self,
+        affinity="cosine",
+        side="item",
+        k=100,
+        lam=1e-3,
+        learning_rate=0.01,
+        iterations=2_000_000,
+        gamma=50,
+        beta=None,
+        eval_every=100_000,
+        early_stopping=5,
+        holdout=0.0,
+        validation_users=None,
+        init="sum",
+        affinity_params=None,
+        random_state=None,
+        num_threads=0,
+        show_progress=False,
+    ):
         self.affinity = affinity
         self.side = side
         self.k = k
@@ -283,8 +309,16 @@ class FEBR(Recommender):
         extractor, mean, scale, positives, known = self._training_problem(X)
         state = (*extractor.state, theta, mean, 1.0 / scale, np.array([float(self.lam), known]), np.zeros(1))
         limit = {"gamma": self.gamma} if self.beta is None else {"beta": self.beta}
-        sampler = WarpSampler(positives, loss="adg", normalize=False, positive_draws="reject", **limit, min_beta=1,
-                              random_state=self.random_state, num_threads=self.num_threads)
+        sampler = WarpSampler(
+            positives,
+            loss="adg",
+            normalize=False,
+            positive_draws="reject",
+            **limit,
+            min_beta=1,
+            random_state=self.random_state,
+            num_threads=self.num_threads,
+        )
         self.history_ = []
         best = (-np.inf, theta.copy(), 0)
         stale = 0
@@ -298,8 +332,12 @@ class FEBR(Recommender):
             state[14][0] = 0.0
             stats = sampler.sgd(state, _febr_score, _febr_update, n, self.learning_rate)
             done += n
-            record = {"iteration": done, "loss": state[14][0] / n + self.lam * float(theta @ theta),
-                      "violators": stats.violators, "draws": stats.draws}
+            record = {
+                "iteration": done,
+                "loss": state[14][0] / n + self.lam * float(theta @ theta),
+                "violators": stats.violators,
+                "draws": stats.draws,
+            }
             if not np.all(np.isfinite(theta)):
                 raise FloatingPointError(f"theta diverged after {done} samples: lower learning_rate")
             if validation is not None:
@@ -328,8 +366,13 @@ class FEBR(Recommender):
 
     # ------------------------------------------------------------------ state
     def _prepare_features(self):
-        self.extractor_ = FeatureExtractor(self.user_items_, self.k, getattr(self, "item_affinity_", None),
-                                           getattr(self, "user_affinity_", None), num_threads=self.num_threads)
+        self.extractor_ = FeatureExtractor(
+            self.user_items_,
+            self.k,
+            getattr(self, "item_affinity_", None),
+            getattr(self, "user_affinity_", None),
+            num_threads=self.num_threads,
+        )
         self.feature_names_ = self.extractor_.feature_names
         kind = self.user_affinity_.kind if "user" in self._sides else None
         if kind in ("cosine", "kunn"):  # for recalculate_user: the O(nnz) work done once
@@ -358,8 +401,9 @@ class FEBR(Recommender):
         neighbors = None
         if "user" in self._sides:
             neighbors = self._user_neighbors(rows, ids) if recalculate else self.extractor_.neighbors(ids)
-        return self.extractor_.scores(self.coef_, self.feature_mean_, self.feature_scale_, user_ids=ids,
-                                      user_items=rows, neighbors=neighbors)
+        return self.extractor_.scores(
+            self.coef_, self.feature_mean_, self.feature_scale_, user_ids=ids, user_items=rows, neighbors=neighbors
+        )
 
     def _user_neighbors(self, rows, ids):
         """``KNN_k(u)`` of the users' rows recomputed against the training users."""
@@ -399,4 +443,3 @@ def _statistics(extractor):
     scaling is only a preconditioner, and a full pass costs as much as scoring every user)."""
     m = extractor.X.shape[0]
     return extractor.statistics(np.unique(np.linspace(0, m - 1, min(m, _STAT_USERS)).astype(np.int64)))
-

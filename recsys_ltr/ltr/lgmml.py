@@ -41,17 +41,16 @@ sec. 4.5), which also keeps ``d_r`` in the increasing part of ``u exp(-u)``.
 
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
 
+from .._io import DenseStateIO
 from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
+from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
-from .._io import DenseStateIO
-from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
 
 __all__ = ["LGMML"]
 
@@ -72,8 +71,8 @@ def _local_distances(X, T, anchors_t, batch=2048):
     flat = T.reshape(m * d, d).T
     out = np.empty((X.shape[0], m))
     for s in range(0, X.shape[0], batch):
-        Z = (X[s:s + batch] @ flat).reshape(-1, m, d) - anchors_t
-        out[s:s + batch] = np.sqrt(np.einsum("nrd,nrd->nr", Z, Z))
+        Z = (X[s : s + batch] @ flat).reshape(-1, m, d) - anchors_t
+        out[s : s + batch] = np.sqrt(np.einsum("nrd,nrd->nr", Z, Z))
     return out
 
 
@@ -85,7 +84,7 @@ def _candidate_anchor_distances(X, order, offsets, T, anchors_t):
     m = T.shape[0]
     out = np.empty((n, m))
     for q in prange(offsets.size - 1):
-        rows = order[offsets[q]:offsets[q + 1]]
+        rows = order[offsets[q] : offsets[q + 1]]
         Z = np.empty((rows.size, d))
         for r in range(m):
             best, best_j = np.inf, 0
@@ -297,7 +296,7 @@ class LGMML(DenseStateIO, BaseEstimator):
         usable = np.flatnonzero((pos_count > 0) & (neg_count > 0))
         if usable.size == 0:
             raise ValueError("no query has both a relevant (label > 0) and an irrelevant (label 0) document")
-        groups = [order[offsets[q]:offsets[q + 1]] for q in usable]
+        groups = [order[offsets[q] : offsets[q + 1]] for q in usable]
         self._fit_local_metrics(Xs, y, groups, rng, threads)
         self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads)
         self.n_features_in_ = X.shape[1]
@@ -316,8 +315,9 @@ class LGMML(DenseStateIO, BaseEstimator):
                 D += cross_scatter(P, N)
             scale = (np.trace(S) + np.trace(D)) / (2 * d)
             if scale == 0.0:  # the relative ridge vanishes too: no regularization can help
-                raise ValueError(f"local metric {r}: the sampled queries' documents all coincide "
-                                 f"(zero scatter); check the features")
+                raise ValueError(
+                    f"local metric {r}: the sampled queries' documents all coincide (zero scatter); check the features"
+                )
             ridge = self.regularization * scale * np.eye(d)
             L = gmml_components(S + ridge, D + ridge, float(self.t))
             self.metrics_[r] = L.T @ L
@@ -446,5 +446,6 @@ def _warp_phi(phi, G, y, groups, est, rng, threads):
         num_threads=threads,
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
-    return sampler.sgd((phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz,
-                       float(est.learning_rate))
+    return sampler.sgd(
+        (phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz, float(est.learning_rate)
+    )

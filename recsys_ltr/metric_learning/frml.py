@@ -133,7 +133,10 @@ def label_relevance(y_query, y_database=None) -> sp.csr_matrix:
     y_database = y_query if same else _check_labels(y_database, "y_database")
     classes, codes = np.unique(np.concatenate((y_query, y_database)), return_inverse=True)
     cq, cd = codes[: y_query.size], codes[y_query.size :]
-    onehot = lambda c: sp.csr_matrix((np.ones(c.size), (np.arange(c.size), c)), shape=(c.size, classes.size))
+
+    def onehot(c):
+        return sp.csr_matrix((np.ones(c.size), (np.arange(c.size), c)), shape=(c.size, classes.size))
+
     R = sp.csr_matrix(onehot(cq) @ onehot(cd).T)
     if same:
         R.setdiag(0)
@@ -363,7 +366,9 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
             return np.arange(n), None
         n_val = int(round(self.validation_fraction * n))
         if not 1 <= n_val <= n - 2:
-            raise ValueError(f"validation_fraction={self.validation_fraction} leaves no validation or training set for {n} samples")
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves no validation or training set for {n} samples"
+            )
         perm = rng.permutation(n)
         return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
@@ -464,7 +469,7 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         self_query = X is None
         n_neighbors = check_positive_int(n_neighbors, "n_neighbors", maximum=n_db - int(self_query))
         Zq = self.embedding_ if self_query else self.transform(X)
-        norms = (self.embedding_ ** 2).sum(axis=1)
+        norms = (self.embedding_**2).sum(axis=1)
         dist = np.empty((Zq.shape[0], n_neighbors))
         ind = np.empty((Zq.shape[0], n_neighbors), dtype=np.int64)
         step = max(1, _BLOCK_FLOATS // n_db)

@@ -30,8 +30,14 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from .._io import DenseStateIO
 from .._validation import check_positive_int, check_random_state
 
-__all__ = ["GMML", "gmml_components", "within_scatter", "cross_scatter", "SingularScatterWarning",
-           "check_real"]
+__all__ = [
+    "GMML",
+    "SingularScatterWarning",
+    "check_real",
+    "cross_scatter",
+    "gmml_components",
+    "within_scatter",
+]
 
 _EIG_FLOOR = 1e-14
 

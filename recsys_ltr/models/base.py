@@ -17,7 +17,6 @@ attributes ending in ``_`` and returns ``self``) with implicit's recommender hab
 
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -28,7 +27,7 @@ from .._validation import check_feedback, check_ids, check_positive_int, numba_t
 from ..neighbors.affinity import Affinity
 from ..neighbors.knn import better, heap_offer, heap_sort_best_first
 
-__all__ = ["Recommender", "sparse_dense_product", "rank_rows", "rank_dense_rows", "FORMAT_VERSION"]
+__all__ = ["FORMAT_VERSION", "Recommender", "rank_dense_rows", "rank_rows", "sparse_dense_product"]
 
 #: Version of the file layout written by :meth:`Recommender.save`.
 FORMAT_VERSION = 1
@@ -53,8 +52,15 @@ def sparse_dense_product(R, B) -> np.ndarray:
     if R.shape[1] != B.shape[0]:
         raise ValueError(f"shape mismatch: {R.shape} @ {B.shape}")
     out = np.zeros((R.shape[0], B.shape[1]))
-    _spmm_dense(R.indptr, R.indices, R.data.astype(np.float64, copy=False),
-                B.indptr, B.indices, B.data.astype(np.float64, copy=False), out)
+    _spmm_dense(
+        R.indptr,
+        R.indices,
+        R.data.astype(np.float64, copy=False),
+        B.indptr,
+        B.indices,
+        B.data.astype(np.float64, copy=False),
+        out,
+    )
     return out
 
 
@@ -152,8 +158,9 @@ class Recommender(BaseEstimator):
             return self._score_rows(self.user_items_[ids], ids, False)
 
     # ------------------------------------------------------------------ recommendation
-    def recommend(self, userid, user_items=None, N=10, filter_already_liked_items=True,
-                  filter_items=None, recalculate_user=False):
+    def recommend(
+        self, userid, user_items=None, N=10, filter_already_liked_items=True, filter_items=None, recalculate_user=False
+    ):
         """Top-``N`` items for one user or an array of users.
 
         Parameters
@@ -200,8 +207,15 @@ class Recommender(BaseEstimator):
                 block = slice(lo, lo + step)
                 scores = self._score_rows(scored[block], ids[block], recalculate_user)
                 part = liked[block]
-                _top_n(scores, self.item_popularity_, part.indptr.astype(np.int64),
-                       part.indices.astype(np.int64), excluded, out_ids[block], out_scores[block])
+                _top_n(
+                    scores,
+                    self.item_popularity_,
+                    part.indptr.astype(np.int64),
+                    part.indices.astype(np.int64),
+                    excluded,
+                    out_ids[block],
+                    out_scores[block],
+                )
         if scalar:
             valid = out_ids[0] >= 0
             return out_ids[0][valid], out_scores[0][valid]
@@ -290,8 +304,13 @@ class Recommender(BaseEstimator):
             state[name]["shape"] = list(value.shape)
             for part in ("data", "indices", "indptr"):
                 arrays[f"{name}.{part}"] = getattr(value, part)
-        header = {"format": _FORMAT, "version": FORMAT_VERSION, "class": type(self).__name__,
-                  "params": self.get_params(), "state": state}
+        header = {
+            "format": _FORMAT,
+            "version": FORMAT_VERSION,
+            "class": type(self).__name__,
+            "params": self.get_params(),
+            "state": state,
+        }
         write_npz(path, header, arrays)
 
     @classmethod

@@ -79,9 +79,13 @@ class _Implicit(_Factorization):
 
     def _fit(self, X):
         with threadpool_limits(1, user_api="blas"):  # also silences implicit's OpenBLAS warning
-            model = self._implicit_model(factors=self.factors, regularization=float(self.regularization),
-                                         iterations=self.iterations, num_threads=check_num_threads(self.num_threads),
-                                         random_state=check_random_state(self.random_state))
+            model = self._implicit_model(
+                factors=self.factors,
+                regularization=float(self.regularization),
+                iterations=self.iterations,
+                num_threads=check_num_threads(self.num_threads),
+                random_state=check_random_state(self.random_state),
+            )
             model.fit(X.astype(np.float32), show_progress=self.show_progress)
         self._store(model.user_factors, model.item_factors)
 
@@ -127,8 +131,16 @@ class ALS(_Implicit):
     user_factors_, item_factors_ : ndarray of shape (n_users, factors), (n_items, factors)
     """
 
-    def __init__(self, factors=64, regularization=0.01, alpha=1.0, iterations=15, random_state=0,
-                 num_threads=0, show_progress=False):
+    def __init__(
+        self,
+        factors=64,
+        regularization=0.01,
+        alpha=1.0,
+        iterations=15,
+        random_state=0,
+        num_threads=0,
+        show_progress=False,
+    ):
         self.factors = factors
         self.regularization = regularization
         self.alpha = alpha
@@ -152,8 +164,15 @@ class ALS(_Implicit):
 
     def _fold_in(self, rows):
         out = np.zeros((rows.shape[0], self.factors))
-        _als_fold_in(rows.indptr, rows.indices, self.item_factors_, self.gram_, float(self.regularization),
-                     float(self.alpha), out)
+        _als_fold_in(
+            rows.indptr,
+            rows.indices,
+            self.item_factors_,
+            self.gram_,
+            float(self.regularization),
+            float(self.alpha),
+            out,
+        )
         return out
 
 
@@ -208,8 +227,16 @@ class BPR(_Implicit):
 
     _bias_columns = 1
 
-    def __init__(self, factors=64, learning_rate=0.01, regularization=0.01, iterations=100, random_state=0,
-                 num_threads=0, show_progress=False):
+    def __init__(
+        self,
+        factors=64,
+        learning_rate=0.01,
+        regularization=0.01,
+        iterations=100,
+        random_state=0,
+        num_threads=0,
+        show_progress=False,
+    ):
         self.factors = factors
         self.learning_rate = learning_rate
         self.regularization = regularization
@@ -263,8 +290,18 @@ class LightFMWARP(_Factorization):
 
     _bias_columns = 2
 
-    def __init__(self, no_components=64, learning_rate=0.05, max_sampled=10, epochs=30, item_alpha=0.0,
-                 user_alpha=0.0, random_state=0, num_threads=0, show_progress=False):
+    def __init__(
+        self,
+        no_components=64,
+        learning_rate=0.05,
+        max_sampled=10,
+        epochs=30,
+        item_alpha=0.0,
+        user_alpha=0.0,
+        random_state=0,
+        num_threads=0,
+        show_progress=False,
+    ):
         self.no_components = no_components
         self.learning_rate = learning_rate
         self.max_sampled = max_sampled
@@ -297,13 +334,21 @@ class LightFMWARP(_Factorization):
                 "(or pip install rectools-lightfm)"
             ) from exc
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
-        model = LightFM(no_components=self.no_components, loss="warp", learning_rate=float(self.learning_rate),
-                        max_sampled=self.max_sampled, item_alpha=float(self.item_alpha),
-                        user_alpha=float(self.user_alpha), random_state=np.random.RandomState(seed))
-        model.fit(X.tocoo(), epochs=self.epochs, num_threads=check_num_threads(self.num_threads),
-                  verbose=self.show_progress)
+        model = LightFM(
+            no_components=self.no_components,
+            loss="warp",
+            learning_rate=float(self.learning_rate),
+            max_sampled=self.max_sampled,
+            item_alpha=float(self.item_alpha),
+            user_alpha=float(self.user_alpha),
+            random_state=np.random.RandomState(seed),
+        )
+        model.fit(
+            X.tocoo(), epochs=self.epochs, num_threads=check_num_threads(self.num_threads), verbose=self.show_progress
+        )
         user_bias, user_emb = model.get_user_representations()
         item_bias, item_emb = model.get_item_representations()
         ones_u, ones_i = np.ones((X.shape[0], 1)), np.ones((X.shape[1], 1))
-        self._store(np.hstack([user_emb, user_bias[:, None], ones_u]),
-                    np.hstack([item_emb, ones_i, item_bias[:, None]]))
+        self._store(
+            np.hstack([user_emb, user_bias[:, None], ones_u]), np.hstack([item_emb, ones_i, item_bias[:, None]])
+        )

@@ -23,7 +23,7 @@ from ..neighbors.affinity import cosine_affinity, kunn_affinity, kunn_counts, ku
 from ..neighbors.knn import check_k, knn_index, knn_query
 from .base import Recommender, rank_rows, sparse_dense_product
 
-__all__ = ["ItemKNN", "UserKNN", "KUNN"]
+__all__ = ["KUNN", "ItemKNN", "UserKNN"]
 
 _KUNN_SIDES = ("both", "item", "user")
 
@@ -44,8 +44,13 @@ class _Neighborhood(Recommender):
     def _fit(self, X):
         for name in self._state_attributes:  # "item_affinity_" / "user_affinity_"
             side = name.split("_")[0]
-            setattr(self, name, self._build_affinity(X, self.k, side=side, num_threads=self.num_threads,
-                                                     show_progress=self.show_progress))
+            setattr(
+                self,
+                name,
+                self._build_affinity(
+                    X, self.k, side=side, num_threads=self.num_threads, show_progress=self.show_progress
+                ),
+            )
 
     def _score_rows(self, rows, ids, recalculate):
         return self._item_part(rows) if self.uses_items else self._user_part(rows, ids, recalculate)

@@ -63,13 +63,20 @@ class SLIM(Recommender):
         super()._check_state(path)
         expected = max(1, self.n_items_ - 1) if self.k is None else self.k
         if self.item_affinity_.k_max != expected:
-            raise ValueError(f"{path}: item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} "
-                             f"means {expected}")
+            raise ValueError(
+                f"{path}: item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} means {expected}"
+            )
 
     def _fit(self, X):
         self.item_affinity_ = slim_affinity(
-            X, self.k, l1=self.l1, l2=self.l2, max_iter=self.max_iter, tol=self.tol,
-            num_threads=self.num_threads, show_progress=self.show_progress,
+            X,
+            self.k,
+            l1=self.l1,
+            l2=self.l2,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            num_threads=self.num_threads,
+            show_progress=self.show_progress,
         )
 
     def _prepare(self):

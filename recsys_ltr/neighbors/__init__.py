@@ -1,7 +1,7 @@
 """Neighbourhoods and affinity matrices: cosine KNN, ktrunc, cosine / KUNN / SLIM affinities."""
 
-from .content import ContentAffinity, top_fraction
 from .affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
+from .content import ContentAffinity, top_fraction
 from .knn import KnnIndex, cosine_knn, knn_index, knn_query, ktrunc, truncate_rows, weighted_cosine_knn
 
 __all__ = [
@@ -12,8 +12,8 @@ __all__ = [
     "cosine_knn",
     "knn_index",
     "knn_query",
-    "kunn_affinity",
     "ktrunc",
+    "kunn_affinity",
     "slim_affinity",
     "top_fraction",
     "truncate_rows",

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from .._validation import check_feedback, check_positive_int
 from .knn import _side_matrix, check_k, cosine_knn, truncate_rows, weighted_cosine_knn
 
-__all__ = ["Affinity", "cosine_affinity", "kunn_affinity", "kunn_counts", "kunn_weights", "slim_affinity", "KINDS"]
+__all__ = ["KINDS", "Affinity", "cosine_affinity", "kunn_affinity", "kunn_counts", "kunn_weights", "slim_affinity"]
 
 #: Kinds of affinity an :class:`Affinity` may carry.
 KINDS = ("cosine", "kunn", "slim", "custom")
@@ -101,7 +101,9 @@ class Affinity:
         return self.matrix.indices[lo:hi].astype(np.int64), self.matrix.data[lo:hi].copy()
 
     def __repr__(self):
-        return f"Affinity(kind={self.kind!r}, side={self.side!r}, n={self.n}, k_max={self.k_max}, nnz={self.matrix.nnz})"
+        return (
+            f"Affinity(kind={self.kind!r}, side={self.side!r}, n={self.n}, k_max={self.k_max}, nnz={self.matrix.nnz})"
+        )
 
 
 def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
@@ -122,8 +124,9 @@ def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) 
     X = check_feedback(X)
     M = _side_matrix(X, side)
     k_max = check_k(k_max, M.shape[0], f"{side}s", "k_max")
-    S = weighted_cosine_knn(M, k_max, kunn_weights(M), num_threads=num_threads,
-                            show_progress=show_progress, desc=f"KUNN {side} affinity")
+    S = weighted_cosine_knn(
+        M, k_max, kunn_weights(M), num_threads=num_threads, show_progress=show_progress, desc=f"KUNN {side} affinity"
+    )
     return Affinity(S, k_max, "kunn", side)
 
 
@@ -146,8 +149,7 @@ def kunn_weights(M) -> np.ndarray:
     return 1.0 / np.sqrt(kunn_counts(M.T.tocsr()))
 
 
-def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0,
-                  show_progress=False) -> Affinity:
+def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False) -> Affinity:
     """SLIM (``k=None``) or fsSLIM (``k`` cosine neighbours) item affinity ``A = W^T``.
 
     The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
@@ -159,14 +161,14 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     X = check_feedback(X)
     n = X.shape[1]
     if k is None:
-        W = slim_weights(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads,
-                         show_progress=show_progress)
+        W = slim_weights(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress)
         A = sp.csr_matrix(W.T)
         return Affinity(_sort_rows_by_value(A), max(1, n - 1), "slim", "item")
     k = check_k(k, n, "items")
     knn = cosine_knn(X, k, side="item", num_threads=num_threads, show_progress=show_progress)
-    W = slim_weights(X, l1, l2, neighbors=knn, max_iter=max_iter, tol=tol,
-                     num_threads=num_threads, show_progress=show_progress)
+    W = slim_weights(
+        X, l1, l2, neighbors=knn, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
+    )
     A = sp.csr_matrix(W.T)
     # row i of A = W^T is supported on KNN(i): lay its values out in the KNN order
     rows = np.repeat(np.arange(n), np.diff(knn.indptr))

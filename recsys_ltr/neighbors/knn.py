@@ -32,8 +32,16 @@ from tqdm.auto import tqdm
 
 from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
-__all__ = ["cosine_knn", "weighted_cosine_knn", "knn_index", "knn_query", "KnnIndex", "ktrunc", "truncate_rows",
-           "check_k"]
+__all__ = [
+    "KnnIndex",
+    "check_k",
+    "cosine_knn",
+    "knn_index",
+    "knn_query",
+    "ktrunc",
+    "truncate_rows",
+    "weighted_cosine_knn",
+]
 
 _SIDES = ("item", "user")
 
@@ -137,7 +145,7 @@ def _take_best(cand, vals, m, need, out, start, scratch):
     """Write the best ``need <= m`` of ``cand[:m]`` (values ``vals[:m]``, ties: smaller id) to
     ``out[start:start + need]`` in no particular order.  Reorders the prefix of ``cand``."""
     if need == m:
-        out[start:start + m] = cand[:m]
+        out[start : start + m] = cand[:m]
         return
     scratch[:m] = vals[:m]
     kth = _kth_largest(scratch, m, need)
@@ -151,7 +159,7 @@ def _take_best(cand, vals, m, need, out, start, scratch):
             cand[n_ties] = cand[t]  # t >= n_ties: that part of the prefix is already read
             n_ties += 1
     ties = np.sort(cand[:n_ties])
-    out[pos:start + need] = ties[:start + need - pos]
+    out[pos : start + need] = ties[: start + need - pos]
 
 
 # Histogram pre-selection: the bit pattern of a positive double increases with its value, so
@@ -201,8 +209,23 @@ def _select_best(cand, vals, bits, bucket, hist, scratch, m, k, primary, out):
 
 
 @njit(parallel=True, cache=True)
-def _knn_kernel(start, stop, n_chunks, q_indptr, q_indices, q_inv_norm, self_ids,
-                b_indptr, b_indices, b_inv_norm, weights, n_base, out_ids, out_sims, out_count):
+def _knn_kernel(
+    start,
+    stop,
+    n_chunks,
+    q_indptr,
+    q_indices,
+    q_inv_norm,
+    self_ids,
+    b_indptr,
+    b_indices,
+    b_inv_norm,
+    weights,
+    n_base,
+    out_ids,
+    out_sims,
+    out_count,
+):
     k = out_ids.shape[1]
     for c in prange(n_chunks):
         acc = np.zeros(n_base)
@@ -307,8 +330,9 @@ def knn_index(M, weights=None) -> KnnIndex:
     return KnnIndex(Mt.indptr.astype(np.int64), Mt.indices.astype(np.int32), _inverse_norms(M), weights, n, d)
 
 
-def knn_query(index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, show_progress=False,
-              desc="KNN") -> sp.csr_matrix:
+def knn_query(
+    index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, show_progress=False, desc="KNN"
+) -> sp.csr_matrix:
     """The ``k`` rows of an indexed matrix most similar to each query row.
 
     Costs ``O(nnz(queries) + work of the kernel)``: nothing proportional to the indexed
@@ -355,8 +379,17 @@ def knn_query(index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, sho
     threads = check_num_threads(num_threads)
     n_blocks = 32 if show_progress else 1
     block = max(1, -(-nq // n_blocks))
-    args = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), _inverse_norms(Q), self_ids,
-            index.indptr, index.indices, index.inv_norm, index.weights, n)
+    args = (
+        Q.indptr.astype(np.int64),
+        Q.indices.astype(np.int32),
+        _inverse_norms(Q),
+        self_ids,
+        index.indptr,
+        index.indices,
+        index.inv_norm,
+        index.weights,
+        n,
+    )
     with numba_threads(num_threads), tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
         for start in range(0, nq, block):
             stop = min(nq, start + block)
@@ -366,8 +399,9 @@ def knn_query(index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, sho
     return _dense_rows_to_csr(out_ids, out_sims, out_count, n)
 
 
-def weighted_cosine_knn(M, k, weights=None, *, queries=None, query_ids=None, num_threads=0,
-                        show_progress=False, desc="KNN"):
+def weighted_cosine_knn(
+    M, k, weights=None, *, queries=None, query_ids=None, num_threads=0, show_progress=False, desc="KNN"
+):
     """The ``k`` most similar rows of the binary matrix ``M`` for every row (or query row).
 
     One-shot form of :func:`knn_index` + :func:`knn_query`; answering many small batches of
@@ -400,8 +434,7 @@ def weighted_cosine_knn(M, k, weights=None, *, queries=None, query_ids=None, num
         queries = M
         if query_ids is None:
             query_ids = np.arange(index.n_rows, dtype=np.int64)
-    return knn_query(index, queries, k, query_ids, num_threads=num_threads, show_progress=show_progress,
-                     desc=desc)
+    return knn_query(index, queries, k, query_ids, num_threads=num_threads, show_progress=show_progress, desc=desc)
 
 
 def _inverse_norms(M):
@@ -423,8 +456,7 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
     """
     X = check_feedback(X)
     M = _side_matrix(X, side)
-    return weighted_cosine_knn(M, k, num_threads=num_threads, show_progress=show_progress,
-                               desc=f"{side} KNN")
+    return weighted_cosine_knn(M, k, num_threads=num_threads, show_progress=show_progress, desc=f"{side} KNN")
 
 
 def _side_matrix(X, side):

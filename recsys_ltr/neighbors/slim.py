@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
 
-__all__ = ["slim_weights", "check_slim_params", "MAX_GRAM_BYTES"]
+__all__ = ["MAX_GRAM_BYTES", "check_slim_params", "slim_weights"]
 
 #: Default bound on the dense int32 Gram matrix ``X^T X`` (n_items**2 * 4 bytes): 1 GiB, i.e.
 #: at most 16,384 items.  Full SLIM above it raises ``MemoryError``; fsSLIM falls back to
@@ -203,9 +203,7 @@ def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):
             cols.append(c)
             vals.append(v)
             bar.update(targets.size)
-    W = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_items, n_items)
-    )
+    W = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_items, n_items))
     W.sort_indices()
     return W, n_unconverged
 
@@ -268,7 +266,9 @@ def _local_gram(i, idx, c_indptr, c_indices):
 
 
 @njit(parallel=True, cache=True)
-def _solve_chunk(G, g_diag, targets, coef, c_indptr, c_indices, nb_indptr, nb_indices, full, l1, l2, positive, max_iter, tol):
+def _solve_chunk(
+    G, g_diag, targets, coef, c_indptr, c_indices, nb_indptr, nb_indices, full, l1, l2, positive, max_iter, tol
+):
     """Solve the items ``targets`` in parallel; ``coef[t, :m]`` gets item t's local weights.
 
     Returns per item the number of epochs used, negated when ``max_iter`` was reached.

@@ -8,6 +8,7 @@
 * :mod:`recsys_ltr.warp.dot` — the reference dot-product model (the template for a new model).
 """
 
+from recsys_ltr.warp.dot import DOT_ROWS, dot_score, dot_update
 from recsys_ltr.warp.estimators import (
     OPT_EST_MAX_ENTRIES,
     expected_truncated_loss,
@@ -18,25 +19,24 @@ from recsys_ltr.warp.estimators import (
     warp_estimator,
 )
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
-from recsys_ltr.warp.dot import DOT_ROWS, dot_score, dot_update
 from recsys_ltr.warp.sampler import Minibatch, WarpSampler, WarpStats, warp_minibatch, warp_sgd
 
 __all__ = [
+    "DOT_ROWS",
     "NML_KINDS",
-    "nml_loss",
-    "warp_estimator",
-    "truncate_estimator",
-    "rank_gamma_estimator",
-    "ns_distribution",
-    "expected_truncated_loss",
-    "opt_est",
     "OPT_EST_MAX_ENTRIES",
+    "Minibatch",
     "WarpSampler",
     "WarpStats",
-    "Minibatch",
-    "warp_sgd",
-    "warp_minibatch",
     "dot_score",
     "dot_update",
-    "DOT_ROWS",
+    "expected_truncated_loss",
+    "nml_loss",
+    "ns_distribution",
+    "opt_est",
+    "rank_gamma_estimator",
+    "truncate_estimator",
+    "warp_estimator",
+    "warp_minibatch",
+    "warp_sgd",
 ]

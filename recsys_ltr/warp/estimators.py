@@ -29,13 +29,13 @@ from scipy.optimize import nnls
 from recsys_ltr._validation import check_positive_int
 
 __all__ = [
-    "warp_estimator",
-    "truncate_estimator",
-    "rank_gamma_estimator",
-    "ns_distribution",
-    "expected_truncated_loss",
-    "opt_est",
     "OPT_EST_MAX_ENTRIES",
+    "expected_truncated_loss",
+    "ns_distribution",
+    "opt_est",
+    "rank_gamma_estimator",
+    "truncate_estimator",
+    "warp_estimator",
 ]
 
 #: Largest design ``n_irr * beta`` that :func:`opt_est` builds (float64: 128 MiB).  For a

@@ -96,7 +96,7 @@ from recsys_ltr._validation import check_feedback, check_num_threads, check_posi
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 
-__all__ = ["WarpSampler", "WarpStats", "Minibatch", "warp_sgd", "warp_minibatch"]
+__all__ = ["Minibatch", "WarpSampler", "WarpStats", "warp_minibatch", "warp_sgd"]
 
 _REJECT, _COUNT, _EXPLICIT = 0, 1, 2
 _BY_LOSS, _BY_TABLE = 0, 1
@@ -262,9 +262,7 @@ def _run(kind, compile_mode, args):
     state_t = numba.typeof(args[1])
     fn_types = [types.FunctionType(types.float64(state_t, types.int64, types.int64))]
     if kind == "sgd":
-        fn_types.append(
-            types.FunctionType(types.none(state_t, *[types.int64] * 3, types.float64, types.float64))
-        )
+        fn_types.append(types.FunctionType(types.none(state_t, *[types.int64] * 3, types.float64, types.float64)))
     rest = args[2 + len(fn_types) :]
     sig = (numba.typeof(args[0]), state_t, *fn_types, *(numba.typeof(a) for a in rest))
     return kernel.compile(sig)(*args)
@@ -405,15 +403,15 @@ class WarpSampler:
                 raise ValueError(f"relevant and irrelevant share {overlap} (query, item) pair(s)")
             irr_indptr, irr_indices = Q.indptr.astype(np.int64), Q.indices.astype(np.int32)
             self_rank, n_true_irr = np.full(self.n_queries, -1, np.int64), np.diff(irr_indptr)
-        self.n_irr = n_true_irr if mode != _COUNT else np.full(
-            self.n_queries, self.n_items - int(bool(exclude_self)), dtype=np.int64
+        self.n_irr = (
+            n_true_irr
+            if mode != _COUNT
+            else np.full(self.n_queries, self.n_items - int(bool(exclude_self)), dtype=np.int64)
         )
         self.beta_q = _resolve_beta(self.n_irr, beta, kappa, gamma, min_beta).astype(np.int64)
         self.queries = np.flatnonzero((n_rel > 0) & (n_true_irr > 0) & (self.beta_q > 0)).astype(np.int64)
         if self.queries.size == 0:
-            raise ValueError(
-                "no query has a relevant item, an irrelevant item and beta_q >= 1: nothing to sample"
-            )
+            raise ValueError("no query has a relevant item, an irrelevant item and beta_q >= 1: nothing to sample")
         weight_mode, self.table = self._weight_table(loss, k, normalize, estimator)
         margin = float(margin)
         if not np.isfinite(margin) or margin < 0:
@@ -492,8 +490,14 @@ class WarpSampler:
         return WarpStats(*(int(c) for c in counts[:3]))
 
     def minibatch(
-        self, model_state, score_fn, batch_size: int, require_violation: bool = True, max_tries: int = 100,
-        *, rows=None,
+        self,
+        model_state,
+        score_fn,
+        batch_size: int,
+        require_violation: bool = True,
+        max_tries: int = 100,
+        *,
+        rows=None,
     ) -> Minibatch:
         """Collect ``batch_size`` triplets with the current model (Alg. 3.4, minibatch variant).
 
@@ -511,9 +515,7 @@ class WarpSampler:
             grown[: self._batch_rng.shape[0]] = self._batch_rng
             self._batch_rng = grown
         with numba_threads(self.num_threads):
-            out = warp_minibatch(
-                self._spec, model_state, score_fn, self._batch_rng, b, tries, self.compile_mode
-            )
+            out = warp_minibatch(self._spec, model_state, score_fn, self._batch_rng, b, tries, self.compile_mode)
         if np.any(out[2] == _NAN):
             raise FloatingPointError("score_fn returned NaN: the model has diverged (lower the learning rate?)")
         return Minibatch(*out)
