@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 __all__ = [
     "INDEX_DTYPE",
+    "check_csr_structure",
     "check_feedback",
     "check_ids",
     "check_num_threads",
@@ -33,6 +34,7 @@ __all__ = [
     "check_same_shape",
     "check_scores",
     "check_sparse",
+    "check_values",
     "numba_threads",
 ]
 
@@ -66,15 +68,14 @@ def check_sparse(X, name: str = "X", *, allow_empty: bool = False, nonnegative: 
         _check_dtype(arr.dtype, name)
         shape = _check_shape(arr.shape, name)
         arr = arr.astype(np.float64)
-        _check_values(arr.ravel(), name, nonnegative)
+        check_values(arr.ravel(), name, nonnegative)
         rows, cols = np.nonzero(arr)
         out = _from_triplets(arr[rows, cols], rows, cols, shape)
     else:
         raise TypeError(
-            f"{name} must be a scipy.sparse matrix, a 2-D numpy array or an Interactions object, "
-            f"got {type(X).__name__}"
+            f"{name} must be a scipy.sparse matrix, a 2-D numpy array or an Interactions object, got {type(X).__name__}"
         )
-    _check_values(out.data, name, nonnegative)
+    check_values(out.data, name, nonnegative)
     if out.nnz == 0 and not allow_empty:
         raise ValueError(f"{name} has no interactions (shape {shape}, nnz 0)")
     return out
@@ -112,11 +113,12 @@ def _check_shape(shape, name) -> tuple[int, int]:
 def _check_dtype(dtype, name):
     if np.issubdtype(dtype, np.complexfloating):
         raise TypeError(f"{name} has complex values (dtype {dtype}); feedback and weights must be real")
-    if not (np.issubdtype(dtype, np.number) or dtype == bool):
+    if not (np.issubdtype(dtype, np.number) or np.dtype(dtype).kind == "b"):
         raise TypeError(f"{name} must be numeric, got dtype {dtype}")
 
 
-def _check_values(data: np.ndarray, name: str, nonnegative: bool = True) -> None:
+def check_values(data: np.ndarray, name: str, nonnegative: bool = True) -> None:
+    """Raise ``ValueError`` unless ``data`` is finite (and ``>= 0`` when ``nonnegative``)."""
     if not np.all(np.isfinite(data)):
         raise ValueError(f"{name} contains NaN or infinite values (or duplicate entries whose sum overflows)")
     if nonnegative and np.any(data < 0):
@@ -141,14 +143,18 @@ def _check_compressed(indptr, indices, n_major, n_minor, name, what) -> int:
     indptr = _index_array(indptr, f"{name}.indptr")
     indices = _index_array(indices, f"{name}.indices")
     if indptr.size != n_major + 1:
-        raise ValueError(f"{name} is a malformed sparse matrix: indptr has {indptr.size} entries, expected {n_major + 1}")
+        raise ValueError(
+            f"{name} is a malformed sparse matrix: indptr has {indptr.size} entries, expected {n_major + 1}"
+        )
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
         raise ValueError(f"{name} is a malformed sparse matrix: indptr must start at 0 and never decrease")
     nnz = int(indptr[-1])
     if nnz > _INT32_MAX:
         raise ValueError(f"{name} stores {nnz} entries: at most {_INT32_MAX} are supported")
     if nnz > indices.size:
-        raise ValueError(f"{name} is a malformed sparse matrix: indptr ends at {nnz} but there are {indices.size} indices")
+        raise ValueError(
+            f"{name} is a malformed sparse matrix: indptr ends at {nnz} but there are {indices.size} indices"
+        )
     _check_range(indices[:nnz], n_minor, what, name)
     return nnz
 
@@ -159,6 +165,16 @@ def _data_array(data, size: int, name: str) -> np.ndarray:
     if data.ndim != 1 or data.size < size:
         raise ValueError(f"{name} is a malformed sparse matrix: {size} entries but data has shape {data.shape}")
     return data[:size].astype(np.float64)
+
+
+def check_csr_structure(X, name: str) -> int:
+    """Check the raw arrays of a CSR matrix (shape, index dtypes, ``indptr``, index range, real
+    finite data) without converting or reordering it; returns its number of stored entries."""
+    _check_dtype(X.dtype, name)
+    shape = _check_shape(X.shape, name)
+    nnz = _check_compressed(X.indptr, X.indices, shape[0], shape[1], name, "column index")
+    check_values(_data_array(X.data, nnz, name), name, nonnegative=False)
+    return nnz
 
 
 def _compressed_parts(X, shape, name):
@@ -245,8 +261,15 @@ def _unsupported(X, shape, name):
     raise TypeError(f"{name} has an unsupported sparse format {X.format!r}")
 
 
-_SPARSE_PARTS = {"csr": _compressed_parts, "csc": _compressed_parts, "coo": _coo_parts, "bsr": _bsr_parts,
-                 "dia": _dia_parts, "lil": _lil_parts, "dok": _dok_parts}
+_SPARSE_PARTS = {
+    "csr": _compressed_parts,
+    "csc": _compressed_parts,
+    "coo": _coo_parts,
+    "bsr": _bsr_parts,
+    "dia": _dia_parts,
+    "lil": _lil_parts,
+    "dok": _dok_parts,
+}
 
 
 def _from_triplets(data, rows, cols, shape) -> sp.csr_matrix:

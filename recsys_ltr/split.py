@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from ._validation import check_feedback, check_positive_int, check_random_state, check_real
 
-__all__ = ["folds", "holdout", "leave_k_out", "novelty_holdout", "split_counts"]
+__all__ = ["folds", "holdout", "holdout_checked", "leave_k_out", "novelty_holdout", "split_counts"]
 
 
 def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
@@ -56,11 +56,17 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     """
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
-    eligible = _eligible(X, exclude_top)
+    return holdout_checked(X, val, test, check_random_state(seed, "seed"), _eligible(X, exclude_top))
+
+
+def holdout_checked(X, val, test, rng, eligible=None):
+    """:func:`holdout` of a canonical ``X``, checked fractions, a Generator and the mask of
+    eligible positives (default all)."""
+    eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     n_test, n_val = split_counts(n, m, val, test)
-    return _assign(X, eligible, n_test, n_val, check_random_state(seed, "seed"))
+    return _assign(X, eligible, n_test, n_val, rng)
 
 
 def novelty_holdout(X, val=0.1, test=0.2, seed=0, exclude_top=100):
@@ -78,16 +84,14 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
     """
     n_folds = check_positive_int(n_folds, "n_folds")
     X = check_feedback(X)
-    _check_fractions(val, test)
-    _eligible(X, exclude_top)
-    check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
+    val, test = _check_fractions(val, test)
+    eligible = _eligible(X, exclude_top)
+    rng = check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
+    if isinstance(seed, numbers.Integral):
+        check_random_state(seed + n_folds - 1, "seed + n_folds - 1")
     return (
-        holdout(
-            X,
-            val=val,
-            test=test,
-            seed=seed + f if isinstance(seed, numbers.Integral) else seed,
-            exclude_top=exclude_top,
+        holdout_checked(
+            X, val, test, check_random_state(seed + f) if isinstance(seed, numbers.Integral) else rng, eligible
         )
         for f in range(n_folds)
     )

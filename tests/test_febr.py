@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from test_knn import random_feedback
 
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
@@ -46,13 +47,13 @@ def objective(model, train, theta, n=20_000):
         np.zeros(1),
     )
     sampler = WarpSampler(train, loss="adg", normalize=False, gamma=model.gamma, random_state=5)
-    sampler.sgd(state, _febr_score, _febr_update, n, 0.0)
+    sampler.sgd(state, _febr_score, _febr_update, n, 0.0, rows={0: "query"})
     return state[-1][0] / n + model.lam * theta @ theta
 
 
 def test_planted_objective_falls_and_validation_adg_rises(planted):
     train, val, _ = planted
-    model = small(init="zeros", early_stopping=None).fit(train, val)
+    model = small(init="zeros", early_stopping=None).fit(train, validation=val)
     h = model.history_
     assert h[0]["iteration"] == 0 and len(h) == 5 and [r["iteration"] for r in h[1:]] == [1500, 3000, 4500, 6000]
     start = objective(model, train, np.zeros(model.extractor_.n_features))
@@ -65,7 +66,7 @@ def test_planted_objective_falls_and_validation_adg_rises(planted):
 
 def test_early_stopping_keeps_best_theta(planted):
     train, val, _ = planted
-    model = small(learning_rate=5.0, early_stopping=1).fit(train, val)  # wild steps: no improvement
+    model = small(learning_rate=5.0, early_stopping=1).fit(train, validation=val)  # wild steps: no improvement
     assert len(model.history_) <= 3
     best = max(model.history_, key=lambda r: r["val_adg"])
     assert model.best_iteration_ == best["iteration"]
@@ -77,7 +78,7 @@ def test_label_holdout_trains_on_the_feature_part(planted):
     from recsys_ltr.split import holdout
 
     train, val, _ = planted
-    model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, val)
+    model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
     F, L, _ = holdout(train, val=0.25, test=0.0, seed=0)
     extractor, mean, scale, positives, known = model._training_problem(train)
     assert known == 1.0 and (positives != L).nnz == 0 and (extractor.X != F).nnz == 0
@@ -91,13 +92,13 @@ def test_label_holdout_trains_on_the_feature_part(planted):
     # the final model scores features of all of X with X's own statistics
     np.testing.assert_allclose(model.feature_mean_, model.extractor_.statistics()[0])
     assert model.history_[-1]["val_adg"] > model.history_[0]["val_adg"] + 0.05  # learns from zeros
-    again = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, val)
+    again = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
     np.testing.assert_array_equal(again.coef_, model.coef_)
 
 
 def test_validation_users_sample(planted):
     train, val, _ = planted
-    model = small(validation_users=30, iterations=1500).fit(train, val)
+    model = small(validation_users=30, iterations=1500).fit(train, validation=val)
     users = model._validation_users(val)
     assert len(users) == 30 and np.all(np.diff(users) > 0) and np.all(np.diff(val.indptr)[users] > 0)
     best = max(r["val_adg"] for r in model.history_)  # the kept theta
@@ -181,7 +182,7 @@ def test_user_side_recalculation(planted):
 def test_save_load_round_trip(tmp_path, planted):
     train, val, _ = planted
     for model in (
-        small(side="both", iterations=2000).fit(train, val),
+        small(side="both", iterations=2000).fit(train, validation=val),
         small(affinity=cosine_affinity(train, 12), iterations=2000).fit(train),
     ):
         path = tmp_path / "febr.npz"
@@ -240,14 +241,19 @@ def test_bad_data():
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
     model = FEBR(k=3, iterations=10)
     with pytest.raises(ValueError, match="shape mismatch"):
-        model.fit(X, sp.csr_matrix(np.eye(15, 11)))
+        model.fit(X, validation=sp.csr_matrix(np.eye(15, 11)))
+    with pytest.raises(TypeError, match="validation matrix as a keyword"):
+        model.fit(X, X)
+    with pytest.raises(ValueError, match="validation and X share"):
+        model.fit(X, validation=X)
     with pytest.raises(ValueError, match="no interactions"):
         model.fit(sp.csr_matrix((15, 12)))
     with pytest.raises(ValueError, match="NaN"):
         model.fit(np.full((3, 3), np.nan))
-    with pytest.raises(AttributeError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         model.score([0])
     model.fit(X)
+    assert model.score([]).shape == (0, 12)
     with pytest.raises(ValueError, match="out of range"):
         model.score([15])
     with pytest.raises(ValueError, match="user_items must have"):

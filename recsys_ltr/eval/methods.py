@@ -1,7 +1,7 @@
 """The recommenders that ``python -m recsys_ltr.eval`` can compare, with their tuning grids.
 
 Each method names a factory (keyword arguments -> unfitted estimator exposing ``fit(X)`` --
-``fit(X, validation)`` when ``uses_validation`` -- and ``score(user_ids)``) and, per budget, the
+``fit(X, validation=V)`` when ``uses_validation`` -- and ``score(user_ids)``) and, per budget, the
 grids of the two-level tuning on validation ADG (dissertation sec. 4.7.3): the values of the
 *main* hyper-parameter (neighbourhood size ``k``, number of factors, ...) and the settings of the
 *secondary* ones (regularisers), whose first setting is the default used while the main one is
@@ -27,7 +27,7 @@ class Method:
     group: str = "n/a"  # the "Aff. Matrix" column of Tables 4.3 / 4.4
     description: str = ""
     k_axis: tuple[int, ...] = ()  # axes of X whose size bounds the neighbourhood size k
-    uses_validation: bool = False  # fit(X, validation): early stopping on the validation matrix
+    uses_validation: bool = False  # fit(X, validation=V): early stopping on the validation matrix
     seeded: bool = False  # takes random_state
     threaded: bool = True  # takes num_threads
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal

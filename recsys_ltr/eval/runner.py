@@ -113,7 +113,7 @@ def _fitter(method, train, val, random_state, num_threads):
     def fit(params):
         t0 = time.perf_counter()
         model = method.build(**params, **extra)
-        model = model.fit(train, val) if method.uses_validation else model.fit(train)
+        model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
         return model, time.perf_counter() - t0
 
     return fit

@@ -35,12 +35,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._validation import check_feedback, check_positive_int, check_real, check_same_shape
-from ..metrics import evaluate
+from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
+from ..metrics import evaluate_checked
 from ..models.base import Recommender
 from ..neighbors.affinity import Affinity, kunn_weights
-from ..neighbors.knn import check_k, knn_index, knn_query
-from ..split import holdout as split_holdout
+from ..neighbors.knn import _knn_index, _knn_query, check_k
+from ..split import holdout_checked
 from ..warp import WarpSampler
 from .features import (
     _W,
@@ -231,22 +231,21 @@ class FEBR(Recommender):
     # ------------------------------------------------------------------ configuration
     @property
     def item_based(self):
-        return self.side == "item"
+        return self._param("side") == "item"
 
     @property
     def _sides(self):
-        return ("item", "user") if self.side == "both" else (self.side,)
+        side = self._param("side")
+        return ("item", "user") if side == "both" else (side,)
 
     @property
-    def _state_attributes(self):
-        return tuple(f"{s}_affinity_" for s in self._sides) + ("linear_",)
+    def _model_state(self):
+        return (*(f"{s}_affinity_" for s in self._sides), "linear_")
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         if self.side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {self.side!r}")
-        for s in self._sides:
-            check_k(self.k, X.shape[1] if s == "item" else X.shape[0], f"{s}s")
         check_real(self.lam, "lam", low=0.0)
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_positive_int(self.iterations, "iterations", minimum=0)
@@ -267,17 +266,35 @@ class FEBR(Recommender):
             raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
         if self.affinity_params is not None and not isinstance(self.affinity_params, dict):
             raise TypeError(f"affinity_params must be a dict or None, got {type(self.affinity_params).__name__}")
+        check_seed(self.random_state)
+
+    def _check_data_params(self, X):
+        for s in self._sides:
+            check_k(self._param("k"), X.shape[1] if s == "item" else X.shape[0], f"{s}s")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, validation=None):
-        """Fit on the feedback matrix ``X``; ``validation`` (same shape, disjoint from ``X``)
-        enables early stopping on validation ADG.  Returns ``self``."""
-        X = check_feedback(X)
-        self._validate_params(X)
-        if validation is not None:
-            validation = check_feedback(validation, "validation")
-            check_same_shape(X, validation, "X", "validation")
-        self.user_items_ = X
+    def fit(self, X, y=None, *, validation=None):
+        """Fit on the feedback matrix ``X``; ``validation`` (keyword, same shape, disjoint from
+        ``X``) enables early stopping on validation ADG.  ``y`` must be ``None`` (scikit-learn's
+        signature).  Returns ``self``."""
+        if y is not None:
+            raise TypeError("FEBR.fit takes the validation matrix as a keyword, fit(X, validation=V); y must be None")
+        return super().fit(X, validation=validation)
+
+    def _check_fit_params(self, X, validation=None):
+        if validation is None:
+            return {"validation": None}
+        validation = check_feedback(validation, "validation")
+        check_same_shape(X, validation, "X", "validation")
+        overlap = X.multiply(validation).nnz
+        if overlap:
+            raise ValueError(
+                f"validation and X share {overlap} (user, item) pair(s): validation positives must be "
+                "held out of X (split.holdout gives disjoint parts)"
+            )
+        return {"validation": validation}
+
+    def _fit(self, X, validation=None):
         item, user = build_affinities(X, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)
         for name, value in (("item_affinity_", item), ("user_affinity_", user)):
             if value is not None:
@@ -286,18 +303,17 @@ class FEBR(Recommender):
         self._prepare_features()
         self.feature_mean_, self.feature_scale_ = _statistics(self.extractor_)
         self._train(X, validation)
-        return self
 
     def _training_problem(self, X):
         """``(extractor, mean, scale, positives, known)`` of the training pairs: ``X`` itself, or
         with a label holdout the feature part ``F`` and the labels ``L`` (module docstring)."""
         if self.holdout == 0:
             return self.extractor_, self.feature_mean_, self.feature_scale_, X, 0.0
-        F, L, _ = split_holdout(X, val=self.holdout, test=0.0, seed=self.random_state)
+        F, L, _ = holdout_checked(X, float(self.holdout), 0.0, np.random.default_rng(self.random_state))
         if L.nnz == 0:
             raise ValueError(f"holdout={self.holdout} leaves no label positive: users have too few interactions")
         item, user = build_affinities(F, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)
-        extractor = FeatureExtractor(F, self.k, item, user, num_threads=self.num_threads)
+        extractor = FeatureExtractor.trusted(F, self.k, item, user, self.num_threads)
         return (extractor, *_statistics(extractor), L, 1.0)
 
     def _train(self, X, validation):
@@ -309,7 +325,8 @@ class FEBR(Recommender):
         extractor, mean, scale, positives, known = self._training_problem(X)
         state = (*extractor.state, theta, mean, 1.0 / scale, np.array([float(self.lam), known]), np.zeros(1))
         limit = {"gamma": self.gamma} if self.beta is None else {"beta": self.beta}
-        sampler = WarpSampler(
+        rows = {0: "query", 2: "item"} if "item" in self._sides else {0: "query", 5: "query"}
+        sampler = WarpSampler.trusted(
             positives,
             loss="adg",
             normalize=False,
@@ -330,7 +347,7 @@ class FEBR(Recommender):
         while done < self.iterations:
             n = min(self.eval_every, self.iterations - done)
             state[14][0] = 0.0
-            stats = sampler.sgd(state, _febr_score, _febr_update, n, self.learning_rate)
+            stats = sampler.sgd(state, _febr_score, _febr_update, n, self.learning_rate, rows=rows)
             done += n
             record = {
                 "iteration": done,
@@ -362,48 +379,50 @@ class FEBR(Recommender):
         return np.sort(np.random.default_rng(self.random_state).choice(users, self.validation_users, replace=False))
 
     def _validation_adg(self, X, validation, users):
-        return evaluate(self, X, validation, metrics=["ADG"], users=users, num_threads=self.num_threads)["ADG"]
+        return evaluate_checked(self.score, X, validation, None, ["ADG"], users=users, num_threads=self.num_threads)[
+            "ADG"
+        ]
 
     # ------------------------------------------------------------------ state
     def _prepare_features(self):
-        self.extractor_ = FeatureExtractor(
+        k = self._param("k")
+        self.extractor_ = FeatureExtractor.trusted(
             self.user_items_,
-            self.k,
+            k,
             getattr(self, "item_affinity_", None),
             getattr(self, "user_affinity_", None),
-            num_threads=self.num_threads,
+            self.num_threads,
         )
         self.feature_names_ = self.extractor_.feature_names
         kind = self.user_affinity_.kind if "user" in self._sides else None
         if kind in ("cosine", "kunn"):  # for recalculate_user: the O(nnz) work done once
-            weights = None if kind == "cosine" else kunn_weights(self.user_items_)
-            self.user_index_ = knn_index(self.user_items_, weights)
+            weights = np.ones(self.n_items_) if kind == "cosine" else kunn_weights(self.user_items_)
+            self.user_index_ = _knn_index(self.user_items_, weights)
 
     def _prepare(self):
         super()._prepare()
-        self._prepare_features()
+        if getattr(self, "extractor_", None) is None or self.extractor_.X is not self.user_items_:
+            self._prepare_features()
         self.coef_, self.feature_mean_, self.feature_scale_ = (np.ascontiguousarray(r) for r in self.linear_)
 
-    def _check_state(self, path):
-        m, n = self.user_items_.shape
+    def _check_state(self):
+        super()._check_state()
         for s in self._sides:
             value = getattr(self, f"{s}_affinity_")
-            size = n if s == "item" else m
-            if value.side != s or value.n != size or self.k > value.k_max:
-                raise ValueError(f"{path}: {s}_affinity_ does not fit {size} {s}s and k={self.k}")
+            if self.k > value.k_max:
+                raise ValueError(f"{s}_affinity_ has k_max={value.k_max} < k={self.k}")
         d = _W * len(self._sides)
         lin = self.linear_
         if lin.shape != (3, d) or np.any(lin[2] <= 0):
-            raise ValueError(f"{path}: linear_ must hold theta, mean and a positive scale of {d} features")
+            raise ValueError(f"linear_ must hold theta, mean and a positive scale of {d} features")
 
     # ------------------------------------------------------------------ scoring
     def _score_rows(self, rows, ids, recalculate):
-        neighbors = None
-        if "user" in self._sides:
-            neighbors = self._user_neighbors(rows, ids) if recalculate else self.extractor_.neighbors(ids)
-        return self.extractor_.scores(
-            self.coef_, self.feature_mean_, self.feature_scale_, user_ids=ids, user_items=rows, neighbors=neighbors
-        )
+        if recalculate and "user" in self._sides:
+            neighbors = self._user_neighbors(rows, ids)
+        else:
+            neighbors = self.extractor_.neighbors_of(ids)  # empty rows without a user side
+        return self.extractor_.linear_scores(self.coef_, self.feature_mean_, self.feature_scale_, rows, neighbors)
 
     def _user_neighbors(self, rows, ids):
         """``KNN_k(u)`` of the users' rows recomputed against the training users."""
@@ -411,7 +430,7 @@ class FEBR(Recommender):
             kind = self.user_affinity_.kind
             raise ValueError(f"recalculate_user needs a cosine or kunn user affinity, this one is {kind!r}")
         query_ids = np.where(ids < self.n_users_, ids, -1)
-        return knn_query(self.user_index_, rows, self.k, query_ids, num_threads=self.num_threads)
+        return _knn_query(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
 
     def transform(self, user_ids):
         """Raw features ``(len(user_ids), n_items, n_features)`` of training users (pass batches)."""
@@ -423,19 +442,22 @@ class FEBR(Recommender):
             return super()._item_affinity()
         return self.item_affinity_
 
+    def _user_similarity_rows(self, users):
+        if "user" in self._sides:
+            return self.user_affinity_.matrix[users].toarray()
+        return super()._user_similarity_rows(users)
+
     # ------------------------------------------------------------------ persistence
-    def save(self, path):
-        """As :meth:`Recommender.save`; an Affinity given as ``affinity`` is saved in the fitted
-        state and recorded in the parameters by its kind (a reloaded model predicts identically;
-        refitting it recomputes that kind, and kind ``"custom"`` cannot be refitted)."""
-        given = self.affinity
+    def _saved_params(self):
+        """An Affinity given as ``affinity`` is saved in the fitted state and recorded in the
+        parameters by its kind (a reloaded model predicts identically; refitting it recomputes that
+        kind, and kind ``"custom"`` cannot be refitted)."""
+        params = super()._saved_params()
+        given = params["affinity"]
         if not isinstance(given, str):
             first = given[0] if isinstance(given, (tuple, list)) else given
-            self.affinity = first.kind if isinstance(first, Affinity) else str(first)
-        try:
-            super().save(path)
-        finally:
-            self.affinity = given
+            params["affinity"] = first.kind if isinstance(first, Affinity) else str(first)
+        return params
 
 
 def _statistics(extractor):

@@ -45,10 +45,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
-from .._io import DenseStateIO
-from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
-from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
+from .._io import Persistable
+from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
+from ..metric_learning._base import check_dense
+from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
 
@@ -144,7 +146,7 @@ def _anchor_ndcg(Z, labels, offsets, cand, k):
 
 
 # ----------------------------------------------------------------------------- estimator
-class LGMML(DenseStateIO, BaseEstimator):
+class LGMML(Persistable, BaseEstimator):
     """Learning to rank with localized geometric mean metrics (su2017, Algorithm 2).
 
     Parameters
@@ -244,8 +246,8 @@ class LGMML(DenseStateIO, BaseEstimator):
         if self.max_sampled is not None:
             check_positive_int(self.max_sampled, "max_sampled")
         for name in ("regularization", "phi_init", "learning_rate", "margin"):
-            check_real(getattr(self, name), name)
-        check_real(self.t, "t", 0.0, 1.0)
+            check_real(getattr(self, name), name, low=0.0)
+        check_real(self.t, "t", low=0.0, high=1.0)
         check_num_threads(self.num_threads)
         for name, value, allowed in (
             ("distance", self.distance, _DISTANCES),
@@ -256,11 +258,9 @@ class LGMML(DenseStateIO, BaseEstimator):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
-    _check_loaded_params = _check_params
-
     @staticmethod
     def _check_data(X, qid, y=None):
-        X = _check_matrix(X, "X")
+        X = check_dense(X, "X")
         qid = np.asarray(qid)
         if qid.shape != (X.shape[0],):
             raise ValueError(f"qid must have shape ({X.shape[0]},), got {qid.shape}")
@@ -351,33 +351,37 @@ class LGMML(DenseStateIO, BaseEstimator):
         order, offsets, _ = query_groups(qid)
         return _candidate_anchor_distances(Xs, order, offsets, self.transforms_, anchors_t)
 
-    _state = {"metrics_": 3, "transforms_": 3, "anchors_": 2, "phi_": 2, "scale_": 1}
+    _state_attributes = ("metrics_", "transforms_", "anchors_", "phi_", "scale_")
 
     def _check_fitted(self):
-        if not hasattr(self, "phi_"):
-            raise RuntimeError("LGMML is not fitted yet: call fit first")
+        check_is_fitted(self, "phi_")
 
-    def _restore(self, path):
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
+        dims = {"metrics_": 3, "transforms_": 3, "anchors_": 2, "phi_": 2, "scale_": 1}
+        for name, ndim in dims.items():
+            if getattr(self, name).ndim != ndim or getattr(self, name).dtype.kind != "f":
+                raise ValueError(f"{name} must be a {ndim}-D float array")
         m, d = self.anchors_.shape
         shapes = (self.metrics_.shape, self.transforms_.shape, self.phi_.shape[1:], self.scale_.shape)
         if shapes != ((m, d, d), (m, d, d), (m,), (d,)) or self.phi_.shape[0] == 0 or m != self.n_metrics:
-            raise ValueError(f"{path}: inconsistent shapes {shapes} for {self.n_metrics} metrics in {d} features")
+            raise ValueError(f"inconsistent shapes {shapes} for {self.n_metrics} metrics in {d} features")
         if np.any(self.phi_ < 0) or np.any(self.scale_ <= 0):
-            raise ValueError(f"{path}: phi_ must be >= 0 and scale_ > 0")
+            raise ValueError("phi_ must be >= 0 and scale_ > 0")
         if self.phi_mode == "shared" and self.phi_.shape[0] != 1:
-            raise ValueError(f"{path}: phi_mode='shared' needs one row of phi_, got {self.phi_.shape[0]}")
+            raise ValueError(f"phi_mode='shared' needs one row of phi_, got {self.phi_.shape[0]}")
         # d_r must be the norm the metric defines: T_r = M_r (Eq. 12) or T_r^T T_r = M_r
         T = self.transforms_
         implied = T if self.distance == "eq12" else np.einsum("rba,rbc->rac", T, T)
         tol = 1e-8 * np.abs(self.metrics_).max(axis=(1, 2), initial=0.0)[:, None, None]
         if not np.all(np.abs(implied - self.metrics_) <= tol):
             relation = "equal metrics_" if self.distance == "eq12" else "satisfy T^T T = metrics_"
-            raise ValueError(f"{path}: transforms_ must {relation} (distance={self.distance!r})")
+            raise ValueError(f"transforms_ must {relation} (distance={self.distance!r})")
         self.n_features_in_ = d
 
     def _scaled(self, X):
         self._check_fitted()
-        X = _check_matrix(X, "X")
+        X = check_dense(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
         return X / self.scale_
@@ -385,7 +389,7 @@ class LGMML(DenseStateIO, BaseEstimator):
     def local_weights(self, X, rho: float = 2.0) -> np.ndarray:
         """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11, ``ρ >= 0``) against the
         training anchors."""
-        rho = check_real(rho, "rho")
+        rho = check_real(rho, "rho", low=0.0)
         Xs = self._scaled(X)
         with numba_threads(self.num_threads):
             return np.exp(-0.5 * rho * self._distances(Xs))
@@ -447,5 +451,10 @@ def _warp_phi(phi, G, y, groups, est, rng, threads):
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
     return sampler.sgd(
-        (phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz, float(est.learning_rate)
+        (phi, G, row),
+        _phi_score,
+        _phi_update,
+        int(est.n_epochs) * relevant.nnz,
+        float(est.learning_rate),
+        rows={1: "item", 2: "query"},
     )

@@ -1,6 +1,9 @@
-"""Top-N recommenders sharing one API (:class:`~recsys_ltr.models.base.Recommender`)."""
+"""Top-N recommenders sharing one API (:class:`~recsys_ltr.models.base.Recommender`).
 
-from ..febr.model import FEBR
+:class:`FEBR` lives in :mod:`recsys_ltr.febr` (its features, stacking and model) and is re-exported
+here, imported on first use.
+"""
+
 from .base import Recommender
 from .content import ContentItemKNN
 from .ease import EASE
@@ -23,3 +26,11 @@ __all__ = [
     "Recommender",
     "UserKNN",
 ]
+
+
+def __getattr__(name):
+    if name == "FEBR":  # lazy: recsys_ltr.febr imports this package's base class
+        from ..febr.model import FEBR
+
+        return FEBR
+    raise AttributeError(f"module 'recsys_ltr.models' has no attribute {name!r}")

@@ -14,7 +14,7 @@ from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_num_threads, check_positive_int, check_random_state, check_real
-from .base import Recommender, rank_dense_rows
+from .base import Recommender
 
 __all__ = ["ALS", "BPR", "LightFMWARP"]
 
@@ -23,17 +23,19 @@ class _Factorization(Recommender):
     """Shared scoring, fold-in hook, ``similar_items`` and state checks of the factor models."""
 
     item_based = False
-    _state_attributes = ("user_factors_", "item_factors_")
+    _model_state = ("user_factors_", "item_factors_")
     #: trailing factor columns holding bias terms (left out of ``similar_items``)
     _bias_columns = 0
 
     @property
     def _n_columns(self):
         """Columns of the fitted factor matrices."""
-        return self.factors + self._bias_columns
+        return self._param(self._factors_param) + self._bias_columns
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    _factors_param = "factors"
+
+    def _check_params(self):
+        super()._check_params()
         check_random_state(self.random_state)
 
     def _score_rows(self, rows, ids, recalculate):
@@ -46,22 +48,19 @@ class _Factorization(Recommender):
             "factors are learnt only by fit; refit with the new users' rows"
         )
 
-    def _similar(self, items, n_out):
+    def _item_similarity_rows(self, items):
         """Cosine of the item factors (bias columns excluded), implicit's ``similar_items``."""
-        E = self.item_factors_[:, : self.item_factors_.shape[1] - self._bias_columns]
-        norms = np.linalg.norm(E, axis=1)
-        E = E / np.where(norms > 0, norms, 1.0)[:, None]
+        return _factor_cosine(self._embedding(self.item_factors_), items)
 
-        def rows_of(chunk):
-            S = E[chunk] @ E.T
-            S[np.arange(chunk.size), chunk] = 0.0  # the item itself is never returned
-            return S
+    def _user_similarity_rows(self, users):
+        return _factor_cosine(self._embedding(self.user_factors_), users)
 
-        return rank_dense_rows(rows_of, items, n_out, self.n_items_)
+    def _embedding(self, F):
+        return F[:, : F.shape[1] - self._bias_columns]
 
-    def _check_state(self, path):
+    def _check_state(self):
         d = self._n_columns
-        self._check_dense_state(path, {"user_factors_": (self.n_users_, d), "item_factors_": (self.n_items_, d)})
+        self._check_dense_state({"user_factors_": (self.n_users_, d), "item_factors_": (self.n_items_, d)})
 
     def _store(self, user_factors, item_factors):
         self.user_factors_ = np.ascontiguousarray(user_factors, dtype=np.float64)
@@ -71,8 +70,8 @@ class _Factorization(Recommender):
 class _Implicit(_Factorization):
     """Fitting through an implicit model, with the BLAS pool limited to one thread as implicit advises."""
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_positive_int(self.factors, "factors")
         check_real(self.regularization, "regularization", low=0.0)
         check_positive_int(self.iterations, "iterations")
@@ -149,8 +148,8 @@ class ALS(_Implicit):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_real(self.alpha, "alpha", low=0.0, low_open=True)
 
     def _implicit_model(self, **common):
@@ -163,17 +162,35 @@ class ALS(_Implicit):
         self.gram_ = self.item_factors_.T @ self.item_factors_
 
     def _fold_in(self, rows):
-        out = np.zeros((rows.shape[0], self.factors))
-        _als_fold_in(
-            rows.indptr,
-            rows.indices,
-            self.item_factors_,
-            self.gram_,
-            float(self.regularization),
-            float(self.alpha),
-            out,
+        return _fold_in(rows, self.item_factors_, self.gram_, self._param("regularization"), self._param("alpha"))
+
+    def _recalculated_item_rows(self, cols):
+        """Cosine of the items folded in from their users (the fold-in with users and items swapped)."""
+        V = _fold_in(
+            cols,
+            self.user_factors_,
+            self.user_factors_.T @ self.user_factors_,
+            self._param("regularization"),
+            self._param("alpha"),
         )
-        return out
+        E = _unit_rows(self.item_factors_)
+        return _unit_rows(V) @ E.T
+
+
+def _fold_in(rows, V, gram, regularization, alpha):
+    out = np.zeros((rows.shape[0], V.shape[1]))
+    _als_fold_in(rows.indptr, rows.indices, V, gram, float(regularization), float(alpha), out)
+    return out
+
+
+def _unit_rows(E):
+    norms = np.linalg.norm(E, axis=1)
+    return E / np.where(norms > 0, norms, 1.0)[:, None]
+
+
+def _factor_cosine(E, ids):
+    E = _unit_rows(E)
+    return E[ids] @ E.T
 
 
 @njit(parallel=True, cache=True)
@@ -245,8 +262,8 @@ class BPR(_Implicit):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
 
     def _implicit_model(self, **common):
@@ -312,12 +329,10 @@ class LightFMWARP(_Factorization):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    @property
-    def factors(self):
-        return self.no_components
+    _factors_param = "no_components"
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_positive_int(self.no_components, "no_components")
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_positive_int(self.max_sampled, "max_sampled")
