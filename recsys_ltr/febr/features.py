@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .._validation import check_feedback, check_ids, check_num_threads
-from ..neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
+from ..neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, rp3beta_affinity, slim_affinity
 from ..neighbors.knn import check_k, numba_threads
 
 __all__ = [
@@ -61,8 +61,9 @@ AGGREGATORS = ("mean", "std", "min", "max", "len", "sum", "b")
 #: FEBRi, FEBRu, FEBRiu.
 SIDES = ("item", "user", "both")
 #: Affinity kinds built from the feedback matrix by :func:`build_affinities`.
-AFFINITIES = ("cosine", "kunn", "slim")
+AFFINITIES = ("cosine", "kunn", "slim", "rp3beta")
 
+_ITEM_ONLY = {"slim": "SLIM", "rp3beta": "RP3β"}  # kinds without a user-side affinity
 _W = len(AGGREGATORS)  # features per side
 _STAT_CHUNKS = 64  # fixed chunking: statistics do not depend on the thread count
 _BITSET_BYTES = 2**30  # per-pair membership by a bitset of X up to this size, else binary search
@@ -320,10 +321,12 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     Parameters
     ----------
     X : canonical feedback matrix (users x items)
-    affinity : {"cosine", "kunn", "slim"}, Affinity, or tuple (item Affinity, user Affinity)
+    affinity : {"cosine", "kunn", "slim", "rp3beta"}, Affinity, or tuple (item Affinity, user Affinity)
         A kind to compute from ``X`` with ``k_max = k`` ("slim": fsSLIM with ``k`` cosine
-        neighbours, item side only), or fitted affinities (for ``side="both"`` a pair
-        ``(item, user)``; a single Affinity serves the side it was built for).
+        neighbours; "rp3beta": ``A = W^T`` of RP3β with ``k`` targets per source item, whose
+        ``KNN_k(i)`` are then ``i``'s ``k`` strongest reverse neighbours; both item side only), or
+        fitted affinities (for ``side="both"`` a pair ``(item, user)``; a single Affinity serves
+        the side it was built for).
     side : {"item", "user", "both"}
     k : int
         Neighbourhood size.
@@ -337,11 +340,14 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     if isinstance(affinity, str):
         if affinity not in AFFINITIES:
             raise ValueError(f"affinity must be one of {AFFINITIES} or an Affinity object, got {affinity!r}")
-        if affinity == "slim" and "user" in wanted:
-            raise ValueError("the SLIM affinity exists for items only: use side='item' with affinity='slim'")
+        if affinity in _ITEM_ONLY and "user" in wanted:
+            raise ValueError(
+                f"the {_ITEM_ONLY[affinity]} affinity exists for items only: use side='item' with affinity={affinity!r}"
+            )
         for s in wanted:
-            if affinity == "slim":
-                out[s] = slim_affinity(X, k, num_threads=num_threads, **params)
+            if affinity in _ITEM_ONLY:
+                build = slim_affinity if affinity == "slim" else rp3beta_affinity
+                out[s] = build(X, k, num_threads=num_threads, **params)
             else:
                 build = cosine_affinity if affinity == "cosine" else kunn_affinity
                 out[s] = build(X, k, side=s, num_threads=num_threads, **params)

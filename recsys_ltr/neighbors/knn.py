@@ -17,7 +17,8 @@ The similarity kernel computes, for rows ``a`` and ``b`` of a binary matrix ``M`
     sim(a, b) = sum_f M_af M_bf w_f / (||a|| ||b||),
 
 with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6).
-It runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n``
+The row scales ``1/||a||`` and ``1/||b||`` are inputs of the kernel too, so other products of the
+form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n``
 dense block), and is deterministic: results do not depend on the number of threads.
 """
 
@@ -215,11 +216,11 @@ def _knn_kernel(
     n_chunks,
     q_indptr,
     q_indices,
-    q_inv_norm,
+    q_scale,
     self_ids,
     b_indptr,
     b_indices,
-    b_inv_norm,
+    b_scale,
     weights,
     n_base,
     out_ids,
@@ -251,8 +252,8 @@ def _knn_kernel(
             m = 0
             for t in range(n_touched):
                 b = touched[t]
-                # the product of inverse norms is symmetric, so sim(a, b) == sim(b, a) bitwise
-                s = acc[b] * (q_inv_norm[a] * b_inv_norm[b])
+                # the product of the scales is symmetric, so cosine's sim(a, b) == sim(b, a) bitwise
+                s = acc[b] * (q_scale[a] * b_scale[b])
                 acc[b] = s
                 if b != self_ids[a]:
                     cand[m] = b
@@ -299,19 +300,20 @@ def _dense_rows_to_csr(ids, sims, count, n_cols):
 class KnnIndex(NamedTuple):
     """The rows of ``M`` prepared once for repeated :func:`knn_query` calls (see :func:`knn_index`).
 
-    ``indptr``/``indices``: CSR structure of ``M^T`` (feature -> rows), ``inv_norm``: ``1/||row||``
-    of ``M``, ``weights``: the feature weights ``w_f``; ``n_rows``, ``n_features``: ``M.shape``.
+    ``indptr``/``indices``: CSR structure of ``M^T`` (feature -> rows), ``scale``: the factor ``s_b``
+    of every row (cosine: ``1/||row||`` of ``M``), ``weights``: the feature weights ``w_f``;
+    ``n_rows``, ``n_features``: ``M.shape``.
     """
 
     indptr: np.ndarray
     indices: np.ndarray
-    inv_norm: np.ndarray
+    scale: np.ndarray
     weights: np.ndarray
     n_rows: int
     n_features: int
 
 
-def knn_index(M, weights=None) -> KnnIndex:
+def knn_index(M, weights=None, scale=None) -> KnnIndex:
     """Validate, transpose and normalise the binary rows of ``M`` once, in ``O(nnz)``.
 
     Parameters
@@ -320,18 +322,32 @@ def knn_index(M, weights=None) -> KnnIndex:
         Binary rows to search (canonical feedback, see ``check_feedback``); for items pass ``X.T``.
     weights : ndarray of shape (d,), optional
         Positive feature weights ``w_f`` (default ones: plain cosine).
+    scale : ndarray of shape (n,), optional
+        Factor ``s_b`` of every row, positive on non-empty rows (default ``1/||row||``: cosine).
     """
     M = check_feedback(M, "M")
     n, d = M.shape
     weights = np.ones(d) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     if weights.shape != (d,) or not np.all(np.isfinite(weights)) or np.any(weights <= 0):
         raise ValueError(f"weights must be {d} finite positive numbers")
+    scale = _inverse_norms(M) if scale is None else _check_scale(scale, M, "scale")
     Mt = M.T.tocsr()
-    return KnnIndex(Mt.indptr.astype(np.int64), Mt.indices.astype(np.int32), _inverse_norms(M), weights, n, d)
+    return KnnIndex(Mt.indptr.astype(np.int64), Mt.indices.astype(np.int32), scale, weights, n, d)
+
+
+def _check_scale(scale, M, name):
+    """Row factors of the kernel: finite, non-negative, positive on the non-empty rows of ``M``."""
+    scale = np.ascontiguousarray(scale, dtype=np.float64)
+    counts = np.diff(M.indptr)
+    if scale.shape != counts.shape or not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        raise ValueError(f"{name} must be {counts.size} finite non-negative numbers")
+    if np.any(scale[counts > 0] == 0):
+        raise ValueError(f"{name} must be positive on every non-empty row")
+    return scale
 
 
 def knn_query(
-    index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, show_progress=False, desc="KNN"
+    index: KnnIndex, queries, k, query_ids=None, *, query_scale=None, num_threads=0, show_progress=False, desc="KNN"
 ) -> sp.csr_matrix:
     """The ``k`` rows of an indexed matrix most similar to each query row.
 
@@ -349,6 +365,9 @@ def knn_query(
     query_ids : array of int, shape (q,), optional
         Row of ``M`` each query stands for, excluded from its own neighbours; ``-1`` for none
         (the default).
+    query_scale : ndarray of shape (q,), optional
+        Factor ``q_a`` of every query row, positive on non-empty rows (default ``1/||row||``:
+        cosine); the similarity is ``q_a s_b sum_f Q_af M_bf w_f`` with ``s_b`` the index's scale.
     num_threads : int
         numba threads, 0 = all.
     show_progress : bool
@@ -382,11 +401,11 @@ def knn_query(
     args = (
         Q.indptr.astype(np.int64),
         Q.indices.astype(np.int32),
-        _inverse_norms(Q),
+        _inverse_norms(Q) if query_scale is None else _check_scale(query_scale, Q, "query_scale"),
         self_ids,
         index.indptr,
         index.indices,
-        index.inv_norm,
+        index.scale,
         index.weights,
         n,
     )
