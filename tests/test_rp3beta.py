@@ -266,7 +266,8 @@ def test_eval_cli_anchor_grids():
     for budget in ("quick", "paper"):
         assert rp3.main_values(budget) == item_p.main_values(budget)
         assert rp3.defaults(budget) == {"alpha": 1.0, "beta": 0.5}  # the model's defaults come first
-    assert len(rp3.secondary["quick"]) == 6 and len(rp3.secondary["paper"]) == 35
-    assert {s["beta"] for s in rp3.secondary["paper"]} == {0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0}
+    assert len(rp3.secondary["quick"]) == 10 and len(rp3.secondary["paper"]) == 77
+    assert {s["alpha"] for s in rp3.secondary["paper"]} == {0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0}
+    assert max(s["beta"] for s in rp3.secondary["paper"]) == 2.0  # Dacrema et al.'s ranges
     model = rp3.build(k=5, alpha=0.5, beta=0.3, num_threads=1)
     assert isinstance(model, RP3beta) and model.get_params()["beta"] == 0.3 and hasattr(model, "with_k")
