@@ -271,3 +271,20 @@ def test_eval_cli_anchor_grids():
     assert max(s["beta"] for s in rp3.secondary["paper"]) == 2.0  # Dacrema et al.'s ranges
     model = rp3.build(k=5, alpha=0.5, beta=0.3, num_threads=1)
     assert isinstance(model, RP3beta) and model.get_params()["beta"] == 0.3 and hasattr(model, "with_k")
+
+
+def test_kernel_scales_are_validated():
+    from recsys_ltr.neighbors import knn_index, knn_query
+
+    M = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]], float))  # row 1 is empty
+    with pytest.raises(ValueError, match="scale must be 3 finite non-negative"):
+        knn_index(M, scale=np.ones(2))
+    with pytest.raises(ValueError, match="scale must be 3 finite non-negative"):
+        knn_index(M, scale=np.array([1.0, np.nan, 1.0]))
+    with pytest.raises(ValueError, match="positive on every non-empty row"):
+        knn_index(M, scale=np.array([1.0, 1.0, 0.0]))
+    index = knn_index(M, scale=np.array([2.0, 0.0, 0.5]))  # an empty row may have scale 0
+    with pytest.raises(ValueError, match="query_scale must be 3 finite non-negative"):
+        knn_query(index, M, 1, query_scale=-np.ones(3))
+    S = knn_query(index, M, 2, np.arange(3), query_scale=np.array([3.0, 0.0, 1.0]))
+    np.testing.assert_array_equal(S.toarray(), [[0, 0, 3 * 0.5], [0, 0, 0], [2.0, 0, 0]])

@@ -18,8 +18,9 @@ The similarity kernel computes, for rows ``a`` and ``b`` of a binary matrix ``M`
 
 with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6).
 The row scales ``1/||a||`` and ``1/||b||`` are inputs of the kernel too, so other products of the
-form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n``
-dense block), and is deterministic: results do not depend on the number of threads.
+form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It
+runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n`` dense
+block), and is deterministic: results do not depend on the number of threads.
 """
 
 from __future__ import annotations
