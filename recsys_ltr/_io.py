@@ -232,7 +232,10 @@ def _assemble(specs, arrays, path) -> dict:
         data, indices, indptr = (arrays[f"{name}.{part}"] for part in _CSR_PARTS)
         if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 or data.size != indices.size:
             raise ValueError(f"{path}: {name} is not a CSR matrix")
-        state[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(spec["shape"]))
+        try:
+            state[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(spec["shape"]))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {name} is a malformed CSR matrix: {exc}") from None
     return state
 
 

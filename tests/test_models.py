@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import brute_knn, brute_similarity, kunn_item_affinity_literal, random_feedback
+from _helpers import brute_knn, brute_similarity, brute_top_n, kunn_item_affinity_literal, random_feedback
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, UserKNN
+from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, RP3beta, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
 
 ALL_MODELS = [
@@ -23,6 +23,7 @@ ALL_MODELS = [
     KUNN(k=3, side="user"),
     SLIM(l1=0.1, l2=0.5),
     SLIM(k=3, l1=0.1, l2=0.5),
+    RP3beta(k=3, alpha=0.7, beta=0.4),
 ]
 
 
@@ -110,11 +111,6 @@ def test_slim_recovers_planted_pairs():
         assert ids.tolist() == [i ^ 1]
 
 
-def brute_top_n(scores, popularity, N, excluded):
-    order = sorted((i for i in range(len(scores)) if i not in excluded), key=lambda i: (-scores[i], -popularity[i], i))
-    return order[:N]
-
-
 @pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
 def test_recommend_matches_brute_force_top_n(model):
     D = feedback(4)
@@ -146,7 +142,7 @@ def test_user_without_history_gets_popularity_order():
 
 
 @pytest.mark.parametrize(
-    "model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), Popularity()], ids=repr
+    "model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), RP3beta(k=3), Popularity()], ids=repr
 )
 def test_item_based_models_score_new_users_without_refit(model):
     D = feedback(6)
@@ -184,7 +180,7 @@ def test_user_based_models_recalculate_user(model):
     assert not model.item_based
 
 
-@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN])
+@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN, RP3beta])
 def test_with_k_equals_refit(cls):
     D = feedback(8, 15, 12)
     big = cls(k=8).fit(D)

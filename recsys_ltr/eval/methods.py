@@ -126,6 +126,22 @@ _ALS_SECONDARY = _both(
     tuple({"regularization": r, "alpha": a} for r in (10.0, 1.0, 100.0) for a in (10.0, 2.0, 40.0)),
     tuple({"alpha": 1.0 + a} for a in (1.0, 0.1, 0.01, 0.001)),
 )
+# RP3β: Dacrema et al. (2019) search alpha, beta in [0, 2]; scores are sensitive to beta (ADG
+# peaks near 0.5 on movielens-100k and 0.6 on movielens-1m-implicit), hence steps of 0.1 there.
+# The defaults (1, 0.5) come first.
+_RP3BETA_QUICK = ((1.0, 0.5), (1.0, 0.3), (1.0, 0.4), (1.0, 0.6), (1.0, 0.7)) + tuple(
+    (0.5, b) for b in (0.3, 0.4, 0.5, 0.6, 0.7)
+)
+_RP3BETA_PAPER = ((1.0, 0.5),) + tuple(
+    (a, b)
+    for a in (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+    for b in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.5, 2.0)
+    if (a, b) != (1.0, 0.5)
+)
+_RP3BETA_SECONDARY = _both(
+    tuple({"alpha": a, "beta": b} for a, b in _RP3BETA_QUICK),
+    tuple({"alpha": a, "beta": b} for a, b in _RP3BETA_PAPER),
+)
 _AFFINITIES = {"cos": ("cosine", "cosine"), "KUNN": ("kunn", "KUNN"), "SLIM": ("slim", "SLIM")}
 _EASE_PAPER = (10.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)  # Steck's lambda, no paper grid
 _SIDES = {"i": ("item", (1,)), "u": ("user", (0,)), "iu": ("both", (0, 1))}
@@ -173,6 +189,16 @@ METHODS: dict[str, Method] = {
             k_axis=(1,),
         ),
         _knn("KUNN", "KUNN", "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
+        Method(
+            "RP3beta",
+            _model("RP3beta"),
+            "k",
+            _both(K_QUICK, K_PAPER),
+            _RP3BETA_SECONDARY,
+            group="RP3β",
+            description="RP3β (Paudel et al. 2017) as in Dacrema et al. (2019): popularity-discounted 3-step walk",
+            k_axis=(1,),
+        ),
         _knn("KUNN-i", "KUNN", "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
         _knn("KUNN-u", "KUNN", "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
         # Paper grids: the dissertation's (BPR's four regularisers share one value here).

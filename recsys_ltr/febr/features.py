@@ -41,8 +41,9 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_num_threads, check_sparse, numba_threads
-from ..neighbors.affinity import Affinity, _cosine_affinity, _kunn_affinity, _slim_affinity
+from ..neighbors.affinity import Affinity, _cosine_affinity, _kunn_affinity, _rp3beta_affinity, _slim_affinity
 from ..neighbors.knn import check_k
+from ..neighbors.rp3beta import check_rp3beta_params
 from ..neighbors.slim import check_slim_params
 
 __all__ = [
@@ -62,8 +63,9 @@ AGGREGATORS = ("mean", "std", "min", "max", "len", "sum", "b")
 #: FEBRi, FEBRu, FEBRiu.
 SIDES = ("item", "user", "both")
 #: Affinity kinds built from the feedback matrix by :func:`build_affinities`.
-AFFINITIES = ("cosine", "kunn", "slim")
+AFFINITIES = ("cosine", "kunn", "slim", "rp3beta")
 
+_ITEM_ONLY = {"slim": "SLIM", "rp3beta": "RP3β"}  # kinds without a user-side affinity
 _W = len(AGGREGATORS)  # features per side
 _STAT_CHUNKS = 64  # fixed chunking: statistics do not depend on the thread count
 _BITSET_BYTES = 2**30  # per-pair membership by a bitset of X up to this size, else binary search
@@ -310,6 +312,13 @@ def feature_names(side: str) -> list[str]:
     return [f"{s}_{a}" for s in sides for a in AGGREGATORS]
 
 
+def _affinity_params(params, defaults, kind) -> dict:
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise TypeError(f"affinity_params of {kind} take {sorted(defaults)}; got {sorted(unknown)}")
+    return {**defaults, **params}
+
+
 def _check_side(side):
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
@@ -321,10 +330,12 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     Parameters
     ----------
     X : canonical feedback matrix (users x items)
-    affinity : {"cosine", "kunn", "slim"}, Affinity, or tuple (item Affinity, user Affinity)
+    affinity : {"cosine", "kunn", "slim", "rp3beta"}, Affinity, or tuple (item Affinity, user Affinity)
         A kind to compute from ``X`` with ``k_max = k`` ("slim": fsSLIM with ``k`` cosine
-        neighbours, item side only), or fitted affinities (for ``side="both"`` a pair
-        ``(item, user)``; a single Affinity serves the side it was built for).
+        neighbours; "rp3beta": ``A = W^T`` of RP3β with ``k`` targets per source item, whose
+        ``KNN_k(i)`` are then ``i``'s ``k`` strongest reverse neighbours; both item side only), or
+        fitted affinities (for ``side="both"`` a pair ``(item, user)``; a single Affinity serves
+        the side it was built for).
     side : {"item", "user", "both"}
     k : int
         Neighbourhood size.
@@ -338,16 +349,19 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     if isinstance(affinity, str):
         if affinity not in AFFINITIES:
             raise ValueError(f"affinity must be one of {AFFINITIES} or an Affinity object, got {affinity!r}")
-        if affinity == "slim" and "user" in wanted:
-            raise ValueError("the SLIM affinity exists for items only: use side='item' with affinity='slim'")
+        if affinity in _ITEM_ONLY and "user" in wanted:
+            raise ValueError(
+                f"the {_ITEM_ONLY[affinity]} affinity exists for items only: use side='item' with affinity={affinity!r}"
+            )
         for s in wanted:
             if affinity == "slim":
-                unknown = set(params) - {"l1", "l2", "max_iter", "tol"}
-                if unknown:
-                    raise TypeError(f"affinity_params for slim take l1, l2, max_iter, tol; got {sorted(unknown)}")
-                full = {"l1": 1.0, "l2": 1.0, "max_iter": 100, "tol": 1e-4, **params}
+                full = _affinity_params(params, {"l1": 1.0, "l2": 1.0, "max_iter": 100, "tol": 1e-4}, affinity)
                 l1, l2, max_iter, tol = check_slim_params(full["l1"], full["l2"], full["max_iter"], full["tol"])
                 out[s] = _slim_affinity(X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads)
+            elif affinity == "rp3beta":
+                full = _affinity_params(params, {"alpha": 1.0, "beta": 0.5}, affinity)
+                alpha, beta = check_rp3beta_params(full["alpha"], full["beta"])
+                out[s] = _rp3beta_affinity(X, k, alpha, beta, num_threads)
             else:
                 if params:
                     raise TypeError(f"the {affinity} affinity takes no affinity_params, got {sorted(params)}")

@@ -118,10 +118,11 @@ class FEBR(Recommender):
 
     Parameters
     ----------
-    affinity : {"cosine", "kunn", "slim"}, Affinity or (item Affinity, user Affinity)
+    affinity : {"cosine", "kunn", "slim", "rp3beta"}, Affinity or (item Affinity, user Affinity)
         Affinity kind computed from the training matrix with ``k_max = k`` (cosine: ``A = cos``;
-        kunn: Eq. 4.5/4.6; slim: fsSLIM ``W^T`` with ``k`` cosine neighbours, item side only), or
-        fitted affinities (built from the same training matrix).
+        kunn: Eq. 4.5/4.6; slim: fsSLIM ``W^T`` with ``k`` cosine neighbours; rp3beta: RP3β's
+        ``W^T`` with ``k`` targets per item; slim and rp3beta item side only), or fitted affinities
+        (built from the same training matrix).
     side : {"item", "user", "both"}
         FEBRi, FEBRu or FEBRiu.
     k : int

@@ -10,6 +10,7 @@ from .ease import EASE
 from .factorization import ALS, BPR, LightFMWARP
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
+from .rp3beta import RP3beta
 from .slim import SLIM
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "ItemKNN",
     "LightFMWARP",
     "Popularity",
+    "RP3beta",
     "Recommender",
     "UserKNN",
 ]

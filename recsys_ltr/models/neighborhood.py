@@ -24,12 +24,32 @@ from ..neighbors.affinity import _cosine_affinity, _kunn_affinity, kunn_counts, 
 from ..neighbors.knn import _knn_index, _knn_query, check_k
 from .base import Recommender, cosine_rows, sparse_dense_product
 
-__all__ = ["KUNN", "ItemKNN", "UserKNN"]
+__all__ = ["KUNN", "ItemKNN", "PrefixK", "UserKNN"]
 
 _KUNN_SIDES = ("both", "item", "user")
 
 
-class _Neighborhood(Recommender):
+class PrefixK:
+    """``with_k`` for models whose fitted state holds row prefixes for every ``k <= _k_limit()``
+    (sec. 4.5.6): the model of a smaller ``k`` shares the state and only re-derives its scorer."""
+
+    def with_k(self, k):
+        """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
+        self._check_fitted()
+        limit = self._k_limit()
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > limit:
+            raise ValueError(f"k={k} exceeds the k={limit} this model was fitted with; refit instead")
+        model = clone(self).set_params(**self.params_).set_params(k=k)
+        model._check_params()
+        model._check_data_params(self.user_items_)
+        for name in self._state_attributes:
+            setattr(model, name, getattr(self, name))
+        model.params_ = model.get_params(deep=False)
+        model._prepare()
+        return model
+
+
+class _Neighborhood(PrefixK, Recommender):
     """Shared machinery: fitting the affinities, ``k`` validation, truncated scorers, :meth:`with_k`."""
 
     uses_items = True
@@ -119,21 +139,8 @@ class _Neighborhood(Recommender):
             if self.k > getattr(self, name).k_max:
                 raise ValueError(f"k={self.k} exceeds the stored {name}.k_max")
 
-    def with_k(self, k):
-        """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
-        self._check_fitted()
-        limit = min(getattr(self, name).k_max for name in self._model_state)
-        if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > limit:
-            raise ValueError(f"k={k} exceeds the k={limit} this model was fitted with; refit instead")
-        model = clone(self).set_params(**self.params_).set_params(k=k)
-        model._check_params()
-        model._check_data_params(self.user_items_)
-        model.user_items_ = self.user_items_
-        for name in self._model_state:
-            setattr(model, name, getattr(self, name))
-        model.params_ = model.get_params(deep=False)
-        model._prepare()
-        return model
+    def _k_limit(self) -> int:
+        return min(getattr(self, name).k_max for name in self._model_state)
 
 
 class ItemKNN(_Neighborhood):

@@ -24,7 +24,11 @@ Builders:
   (``sim_KUNN`` of Theorem 4.4, as in Verstrepen & Goethals 2014);
 * :func:`slim_affinity` -- ``A = W^T`` of SLIM / fsSLIM (Ning & Karypis 2011).  fsSLIM
   restricts row ``i`` to its cosine ``KNN(i)``, so ``ktrunc(W^T) = W^T`` (appendix A) and the rows
-  are kept in cosine order (zeros included); full SLIM rows are ordered by weight.
+  are kept in cosine order (zeros included); full SLIM rows are ordered by weight;
+* :func:`rp3beta_affinity` -- ``A = W^T`` of RP3β (Paudel et al. 2017; see
+  :mod:`recsys_ltr.neighbors.rp3beta`).  ``W`` keeps the top ``k`` per *source* item, so row ``i``
+  of ``A`` holds all of ``i``'s reverse neighbours (any number), ordered by weight, and
+  ``k_max = n - 1``.
 """
 
 from __future__ import annotations
@@ -34,11 +38,21 @@ import scipy.sparse as sp
 
 from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
 from .knn import _self_knn, check_k, side_matrix, truncate_rows
+from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
 
-__all__ = ["KINDS", "Affinity", "cosine_affinity", "kunn_affinity", "kunn_counts", "kunn_weights", "slim_affinity"]
+__all__ = [
+    "KINDS",
+    "Affinity",
+    "cosine_affinity",
+    "kunn_affinity",
+    "kunn_counts",
+    "kunn_weights",
+    "rp3beta_affinity",
+    "slim_affinity",
+]
 
 #: Kinds of affinity an :class:`Affinity` may carry.
-KINDS = ("cosine", "kunn", "slim", "custom")
+KINDS = ("cosine", "kunn", "slim", "rp3beta", "custom")
 
 
 class Affinity:
@@ -239,6 +253,35 @@ def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thr
     rows = np.repeat(np.arange(n), np.diff(knn.indptr))
     values = np.asarray(A[rows, knn.indices]).ravel() if knn.nnz else np.zeros(0)
     return Affinity.trusted(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
+
+
+def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=False) -> Affinity:
+    """RP3β item affinity ``A = W^T`` (``W``: ``k`` targets per source item, rows l1-normalised).
+
+    ``k`` is RP3β's neighbourhood size (per source row of ``W``), not a truncation of ``A``: row
+    ``i`` of ``A`` lists every ``j`` with ``i`` among the ``k`` targets of ``j``, with value
+    ``W_ji``, largest first (ties: smaller id), and ``k_max = n - 1``.  Hence
+    ``X @ ktrunc(A, k')^T = X @ W``, RP3β's scores, for every ``k'`` at least the longest row.
+
+    Parameters
+    ----------
+    X : feedback matrix, users x items
+    k : int
+        ``1 <= k < n_items``.
+    alpha, beta : float >= 0
+        See :func:`recsys_ltr.neighbors.rp3beta.rp3beta_similarity`.
+    num_threads, show_progress :
+        As in :func:`cosine_affinity`.
+    """
+    X = check_feedback(X)
+    alpha, beta = check_rp3beta_params(alpha, beta)
+    return _rp3beta_affinity(X, k, alpha, beta, num_threads, show_progress)
+
+
+def _rp3beta_affinity(X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False) -> Affinity:
+    """:func:`rp3beta_affinity` of a canonical ``X`` and checked exponents."""
+    W = rp3beta_weights(_rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress))
+    return Affinity.trusted(_sort_rows_by_value(W.T.tocsr()), max(1, W.shape[0] - 1), "rp3beta", "item")
 
 
 def _sort_rows_by_value(A):

@@ -17,8 +17,10 @@ The similarity kernel computes, for rows ``a`` and ``b`` of a binary matrix ``M`
     sim(a, b) = sum_f M_af M_bf w_f / (||a|| ||b||),
 
 with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6).
-It runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n``
-dense block), and is deterministic: results do not depend on the number of threads.
+The row scales ``1/||a||`` and ``1/||b||`` are inputs of the kernel too, so other products of the
+form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It
+runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n`` dense
+block), and is deterministic: results do not depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .._validation import (
 __all__ = [
     "KnnIndex",
     "check_k",
+    "check_scale",
     "check_weights",
     "cosine_knn",
     "knn_index",
@@ -60,11 +63,11 @@ def _knn_kernel(
     n_chunks,
     q_indptr,
     q_indices,
-    q_inv_norm,
+    q_scale,
     self_ids,
     b_indptr,
     b_indices,
-    b_inv_norm,
+    b_scale,
     weights,
     n_base,
     out_ids,
@@ -96,8 +99,8 @@ def _knn_kernel(
             m = 0
             for t in range(n_touched):
                 b = touched[t]
-                # the product of inverse norms is symmetric, so sim(a, b) == sim(b, a) bitwise
-                s = acc[b] * (q_inv_norm[a] * b_inv_norm[b])
+                # the product of the scales is symmetric, so cosine's sim(a, b) == sim(b, a) bitwise
+                s = acc[b] * (q_scale[a] * b_scale[b])
                 acc[b] = s
                 if b != self_ids[a]:
                     cand[m] = b
@@ -152,29 +155,29 @@ class KnnIndex:
     ----------
     indptr, indices : int32 arrays
         CSR structure of ``M^T`` (feature -> rows).
-    inv_norm : float64 array (n_rows,)
-        ``1 / ||row||`` of ``M`` (0 for an empty row).
+    scale : float64 array (n_rows,)
+        The factor ``s_b`` of every row (cosine: ``1 / ||row||`` of ``M``, 0 for an empty row).
     weights : float64 array (n_features,)
         Feature weights ``w_f``.
     n_rows, n_features : int
         ``M.shape``.
     """
 
-    __slots__ = ("indices", "indptr", "inv_norm", "n_features", "n_rows", "weights")
+    __slots__ = ("indices", "indptr", "n_features", "n_rows", "scale", "weights")
 
-    def __init__(self, indptr, indices, inv_norm, weights, n_rows, n_features):
+    def __init__(self, indptr, indices, scale, weights, n_rows, n_features):
         n_rows = check_positive_int(n_rows, "n_rows")
         n_features = check_positive_int(n_features, "n_features")
         Mt = check_sparse(
             sp.csr_matrix((np.ones(np.asarray(indices).shape[0]), indices, indptr), shape=(n_features, n_rows)),
             "KnnIndex", allow_empty=True,
         )  # fmt: skip
-        inv_norm = _finite_vector(inv_norm, n_rows, "inv_norm", positive=False)
+        scale = _finite_vector(scale, n_rows, "scale", positive=False)
         weights = _finite_vector(weights, n_features, "weights", positive=True)
         for name, value in (
             ("indptr", Mt.indptr),
             ("indices", Mt.indices),
-            ("inv_norm", inv_norm),
+            ("scale", scale),
             ("weights", weights),
             ("n_rows", n_rows),
             ("n_features", n_features),
@@ -182,6 +185,16 @@ class KnnIndex:
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
             object.__setattr__(self, name, value)
+
+    @classmethod
+    def trusted(cls, indptr, indices, scale, weights, n_rows, n_features) -> KnnIndex:
+        """An index of arrays this package built and checked (no validation pass), read-only."""
+        self = cls.__new__(cls)
+        for name, value in zip(cls.__slots__, (indices, indptr, n_features, n_rows, scale, weights)):
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+            object.__setattr__(self, name, value)
+        return self
 
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
@@ -205,7 +218,7 @@ def check_weights(weights, d: int) -> np.ndarray:
     return w
 
 
-def knn_index(M, weights=None) -> KnnIndex:
+def knn_index(M, weights=None, scale=None) -> KnnIndex:
     """Validate, transpose and normalise the binary rows of ``M`` once, in ``O(nnz)``.
 
     Parameters
@@ -214,19 +227,34 @@ def knn_index(M, weights=None) -> KnnIndex:
         Binary rows to search (any positive entry counts as 1); for items pass ``X.T``.
     weights : ndarray of shape (d,), optional
         Positive feature weights ``w_f`` (default ones: plain cosine); their sum must be finite.
+    scale : ndarray of shape (n,), optional
+        Factor ``s_b`` of every row, positive on non-empty rows (default ``1/||row||``: cosine).
     """
     M = check_feedback(M, "M")
-    return _knn_index(M, check_weights(weights, M.shape[1]))
+    scale = None if scale is None else check_scale(scale, M, "scale")
+    return _knn_index(M, check_weights(weights, M.shape[1]), scale)
 
 
-def _knn_index(M, weights) -> KnnIndex:
-    """:func:`knn_index` of a canonical binary CSR ``M`` and checked weights."""
+def _knn_index(M, weights, scale=None) -> KnnIndex:
+    """:func:`knn_index` of a canonical binary CSR ``M``, checked weights and scale."""
     Mt = M.T.tocsr()
-    return KnnIndex(Mt.indptr, Mt.indices, _inverse_norms(M), weights, M.shape[0], M.shape[1])
+    scale = _inverse_norms(M) if scale is None else scale
+    return KnnIndex.trusted(Mt.indptr, Mt.indices, scale, weights, M.shape[0], M.shape[1])
+
+
+def check_scale(scale, M, name) -> np.ndarray:
+    """Row factors of the kernel: finite, non-negative, positive on the non-empty rows of ``M``."""
+    scale = np.array(scale, dtype=np.float64)
+    counts = np.diff(M.indptr)
+    if scale.shape != counts.shape or not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        raise ValueError(f"{name} must be {counts.size} finite non-negative numbers")
+    if np.any(scale[counts > 0] == 0):
+        raise ValueError(f"{name} must be positive on every non-empty row")
+    return scale
 
 
 def knn_query(
-    index: KnnIndex, queries, k, query_ids=None, *, num_threads=0, show_progress=False, desc="KNN"
+    index: KnnIndex, queries, k, query_ids=None, *, query_scale=None, num_threads=0, show_progress=False, desc="KNN"
 ) -> sp.csr_matrix:
     """The ``k`` rows of an indexed matrix most similar to each query row.
 
@@ -244,6 +272,9 @@ def knn_query(
     query_ids : array of int, shape (q,), optional
         Row of the indexed matrix each query stands for, excluded from its own neighbours; ``-1``
         for none (the default).
+    query_scale : ndarray of shape (q,), optional
+        Factor ``q_a`` of every query row, positive on non-empty rows (default ``1/||row||``:
+        cosine); the similarity is ``q_a s_b sum_f Q_af M_bf w_f`` with ``s_b`` the index's scale.
     num_threads : int
         numba threads, 0 = all.
     show_progress : bool
@@ -261,7 +292,8 @@ def knn_query(
     if Q.shape[1] != index.n_features:
         raise ValueError(f"queries have {Q.shape[1]} columns but the indexed rows have {index.n_features}")
     self_ids = _check_query_ids(query_ids, Q.shape[0], index.n_rows)
-    return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc)
+    query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
+    return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale)
 
 
 def _check_query_ids(query_ids, nq, n) -> np.ndarray:
@@ -278,8 +310,9 @@ def _check_query_ids(query_ids, nq, n) -> np.ndarray:
     return ids.astype(np.int64)
 
 
-def _knn_query(index, Q, k, self_ids, num_threads=0, show_progress=False, desc="KNN") -> sp.csr_matrix:
-    """:func:`knn_query` of canonical binary query rows ``Q`` and int64 ``self_ids`` (-1: none)."""
+def _knn_query(index, Q, k, self_ids, num_threads=0, show_progress=False, desc="KNN", query_scale=None):
+    """:func:`knn_query` of canonical binary query rows ``Q``, int64 ``self_ids`` (-1: none) and a
+    checked ``query_scale`` (``None``: ``1/||row||``)."""
     nq, n = Q.shape[0], index.n_rows
     out_ids = np.zeros((nq, k), np.int32)
     out_sims = np.zeros((nq, k))
@@ -290,11 +323,11 @@ def _knn_query(index, Q, k, self_ids, num_threads=0, show_progress=False, desc="
     args = (
         Q.indptr,
         Q.indices,
-        _inverse_norms(Q),
+        _inverse_norms(Q) if query_scale is None else query_scale,
         self_ids,
         index.indptr,
         index.indices,
-        index.inv_norm,
+        index.scale,
         index.weights,
         n,
     )
