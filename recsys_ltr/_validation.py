@@ -122,7 +122,7 @@ def check_values(data: np.ndarray, name: str, nonnegative: bool = True) -> None:
     if not np.all(np.isfinite(data)):
         raise ValueError(f"{name} contains NaN or infinite values (or duplicate entries whose sum overflows)")
     if nonnegative and np.any(data < 0):
-        raise ValueError(f"{name} contains negative values; feedback weights must be >= 0")
+        raise ValueError(f"{name} contains negative values; they must be non-negative (>= 0)")
 
 
 def _index_array(a, what: str) -> np.ndarray:

@@ -222,6 +222,10 @@ def test_tuple_ids_are_scalars_only_when_ids_are_tuples():
         inter.user_index((9, 9))
     ints = Interactions.from_arrays([5, 7], [1, 2])  # non-tuple ids: a tuple is a sequence
     np.testing.assert_array_equal(ints.user_index((7, 5)), [1, 0])
+    mixed = Interactions.from_arrays(np.array([0, 1, (0, 1)], dtype=object), ["x", "y", "z"])
+    assert mixed.user_index((0, 1)) == 2  # one id, though a tuple of two known ids too
+    with pytest.raises(TypeError, match="hashable"):
+        mixed.user_index([[0, 1]])
 
 
 def test_to_dataframe_round_trip():
@@ -311,5 +315,5 @@ def test_sparse_wrong_shape_or_id_map_length():
         Interactions.from_sparse(X, item_ids=[0, 1, 2, 3])
     with pytest.raises(ValueError, match="unique"):
         Interactions.from_sparse(X, user_ids=["a", "a", "b"])
-    with pytest.raises(TypeError, match="2-D"):
+    with pytest.raises(ValueError, match="2-D"):
         Interactions.from_sparse(np.ones(3))

@@ -16,6 +16,7 @@ then decompressed transparently and its checksum is taken over the decompressed 
 from __future__ import annotations
 
 import gzip
+import zlib
 import hashlib
 import io
 import json
@@ -147,17 +148,29 @@ def open_text(path, encoding: str = "utf-8") -> io.TextIOBase:
 
 
 def read_bytes(path) -> bytes:
-    """A data file's (decompressed) bytes."""
+    """A data file's (decompressed) bytes; a corrupt or truncated ``.gz`` raises ``ValueError``."""
     path = Path(path)
-    return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    if path.suffix != ".gz":
+        return path.read_bytes()
+    try:
+        return gzip.decompress(path.read_bytes())
+    except _GZIP_ERRORS as exc:
+        raise ValueError(f"{path} is a corrupt or truncated gzip file ({type(exc).__name__}: {exc})") from None
+
+
+#: What a damaged gzip stream raises (gzip.BadGzipFile is an OSError).
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
+    try:
+        with opener(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+    except _GZIP_ERRORS as exc:
+        raise ChecksumError(f"{path} is a corrupt or truncated file ({type(exc).__name__}: {exc})") from None
     return h.hexdigest()
 
 

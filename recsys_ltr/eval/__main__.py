@@ -101,6 +101,17 @@ def parse_methods(parser, text) -> list[str]:
     return methods
 
 
+def check_arguments(parser, args, data, protocols) -> None:
+    """Usage errors for settings the data cannot satisfy (before any work)."""
+    for flag, path in (("--out", args.out), ("--cache-dir", args.cache_dir)):
+        if path and os.path.exists(path) and not os.path.isdir(path):
+            parser.error(f"{flag} {path} names a file; give a directory (it is created if missing)")
+    if args.k > data.n_items:
+        parser.error(f"--k {args.k} is larger than the catalogue ({data.n_items} items)")
+    if "novelty" in protocols and args.exclude_top >= data.n_items:
+        parser.error(f"--exclude-top {args.exclude_top} leaves no item to hold out ({data.n_items} items)")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -111,6 +122,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as exc:  # unknown, missing or corrupt data set
         parser.error(str(exc).splitlines()[0])
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
+    check_arguments(parser, args, data, protocols)
     cache_dir = args.cache_dir or (os.path.join(args.out, "cache") if args.out else None)
     print(
         f"{name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions; "

@@ -239,6 +239,7 @@ class LGMML(Persistable, BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
+        check_random_state(self.random_state)
         check_positive_int(self.n_metrics, "n_metrics")
         check_positive_int(self.queries_per_metric, "queries_per_metric")
         check_positive_int(self.anchor_k, "anchor_k")
@@ -314,6 +315,11 @@ class LGMML(Persistable, BaseEstimator):
                 S += within_scatter(P)
                 D += cross_scatter(P, N)
             scale = (np.trace(S) + np.trace(D)) / (2 * d)
+            if not np.isfinite(scale):
+                raise ValueError(
+                    f"local metric {r}: the scatter matrices overflow (features too large in magnitude); "
+                    "use feature_scaling='l2' or rescale X"
+                )
             if scale == 0.0:  # the relative ridge vanishes too: no regularization can help
                 raise ValueError(
                     f"local metric {r}: the sampled queries' documents all coincide (zero scatter); check the features"

@@ -147,6 +147,8 @@ def _nearest(Z, k, has_content) -> sp.csr_matrix:
     n = Z.shape[0]
     sparse = sp.issparse(Z)
     norms = np.asarray(Z.multiply(Z).sum(axis=1)).ravel() if sparse else np.einsum("ij,ij->i", Z, Z)
+    if not np.all(np.isfinite(norms)):
+        raise ValueError("content vectors are too large: their squared norms overflow; rescale the content")
     ZT = Z.T.tocsc() if sparse else Z.T
 
     def neg_distances(rows):
