@@ -131,7 +131,7 @@ def test_bad_arguments(small):
         (["--data-dir", "/nonexistent"], "movielens-100k is not in the data directory /nonexistent"),
         (["--dataset", "synthetic", "--k", "501"], "--k 501 is larger than the catalogue (500 items)"),
         (["--dataset", "synthetic", "--protocol", "novelty", "--exclude-top", "500"], "--exclude-top 500 leaves no"),
-        (["--dataset", "synthetic", "--out", "/etc/hostname"], "--out /etc/hostname names a file"),
+        (["--dataset", "synthetic", "--out", __file__], f"--out {__file__} names a file"),
     ],
 )
 def test_cli_bad_input_is_a_one_line_usage_error(argv, message, capsys, monkeypatch):
