@@ -16,7 +16,6 @@ then decompressed transparently and its checksum is taken over the decompressed 
 from __future__ import annotations
 
 import gzip
-import zlib
 import hashlib
 import io
 import json
@@ -24,6 +23,7 @@ import os
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path

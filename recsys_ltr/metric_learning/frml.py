@@ -47,7 +47,6 @@ from recsys_ltr._validation import (
     check_positive_int,
     check_random_state,
     check_real,
-    check_sparse,
 )
 from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
@@ -105,11 +104,6 @@ def _row_differences(indptr, indices, data, rows_a, rows_b, n_features):
 
 
 # ------------------------------------------------------------------------------ validation
-
-
-def _check_data(X, name="X") -> sp.csr_matrix:
-    """``X`` (dense or any sparse format) as canonical float64 CSR; finite, 2-D, non-empty."""
-    return check_sparse(X, name, allow_empty=True, nonnegative=False)
 
 
 def label_relevance(y_query, y_database=None) -> sp.csr_matrix:
@@ -309,7 +303,8 @@ class FRML(MahalanobisMixin, BaseEstimator):
         self
         """
         start = time.perf_counter()
-        X = _check_data(X)
+        X = sp.csr_matrix(self._validate(X, reset=True, min_samples=2))
+        X.sort_indices()
         n, d = X.shape
         m, loss_args = self._resolve(d)
         R, Q = self._supervision(n, y, relevance, irrelevant, adjacency)
@@ -415,6 +410,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------- metric-learn API
     _state_attributes = ("components_", "embedding_", "train_labels_")
+    _accepts_sparse = True  # tag counts and other sparse content stay sparse
 
     def _required_state(self):
         return ("components_", "embedding_")
@@ -431,15 +427,6 @@ class FRML(MahalanobisMixin, BaseEstimator):
         labels = self.train_labels_
         if labels is not None and (labels.ndim != 1 or labels.shape[0] != self.embedding_.shape[0]):
             raise ValueError(f"train_labels_ must hold one label per training point ({self.embedding_.shape[0]})")
-
-    def transform(self, X) -> np.ndarray:
-        """Embed ``X`` (dense or sparse) so that Euclidean distances are learned distances:
-        ``X @ components_ᵀ``."""
-        self._check_fitted()
-        X = _check_data(X)
-        if X.shape[1] != self.components_.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features, the metric was fitted on {self.components_.shape[1]}")
-        return np.asarray(X @ self.components_.T)
 
     def kneighbors(self, X=None, n_neighbors=5, return_distance=True):
         """The ``n_neighbors`` nearest training points of each query under the learned metric.

@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
 
 from .._validation import check_positive_int, check_random_state, check_real
 from ._base import MahalanobisMixin, check_dense
@@ -129,6 +130,8 @@ class GMML(MahalanobisMixin, BaseEstimator):
         (``None``: ``20 * n_classes**2``, metric-learn's habit).
     random_state : int, Generator or None
         Seed of the pair sampling in :meth:`fit`.
+    num_threads : int
+        BLAS threads of the eigendecompositions (0 = the library's default).
 
     Attributes
     ----------
@@ -138,11 +141,12 @@ class GMML(MahalanobisMixin, BaseEstimator):
         The symmetric positive definite Mahalanobis matrix ``M``.
     """
 
-    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None):
+    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0):
         self.regularization = regularization
         self.t = t
         self.num_constraints = num_constraints
         self.random_state = random_state
+        self.num_threads = num_threads
 
     _state_attributes = ("components_",)
 
@@ -152,17 +156,15 @@ class GMML(MahalanobisMixin, BaseEstimator):
         if self.num_constraints is not None:
             check_positive_int(self.num_constraints, "num_constraints")
         check_random_state(self.random_state)
+        check_positive_int(self.num_threads, "num_threads", minimum=0)
 
     def fit(self, X, y):
         """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""
         self._check_params()
-        X = check_dense(X, "X")
-        y = _check_labels(y, X.shape[0])
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        X, y = self._validate(X, y, reset=True, min_samples=2)
         _, cls, counts = np.unique(y, return_inverse=True, return_counts=True)
         if counts.size < 2:
-            raise ValueError("y needs at least two classes to form dissimilar pairs")
+            raise ValueError("y has 1 class: dissimilar pairs need two classes")
         if counts.max() < 2:
             raise ValueError("no class has two samples: cannot form similar pairs")
         n = self.num_constraints
@@ -194,23 +196,20 @@ class GMML(MahalanobisMixin, BaseEstimator):
                 f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
             )
         reg = self.regularization * np.eye(A.shape[1])
-        self.components_ = gmml_components(S + reg, D + reg, float(self.t))
+        with threadpool_limits(self.num_threads or None, user_api="blas"):
+            self.components_ = gmml_components(S + reg, D + reg, float(self.t))
         self.n_features_in_ = A.shape[1]
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
 
     @property
     def metric_(self) -> np.ndarray:
         """The symmetric positive definite Mahalanobis matrix ``M`` (= :meth:`get_mahalanobis_matrix`)."""
         return self.get_mahalanobis_matrix()
-
-
-def _check_labels(y, n) -> np.ndarray:
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
-    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-        raise ValueError("y contains NaN or infinite labels")
-    return y
 
 
 def _sample_pairs(cls, counts, n, rng):

@@ -35,9 +35,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._topk import rank_dense_rows
-from .._validation import INDEX_DTYPE, check_sparse
+from .._validation import INDEX_DTYPE, check_num_threads, check_sparse, numba_threads
 from .affinity import Affinity
 from .knn import check_k
 
@@ -56,6 +57,8 @@ class ContentAffinity(BaseEstimator):
     bandwidth : float > 0, optional
         ``sigma^2`` of the Gaussian affinity; default: the median squared neighbour distance
         (1 when that median is 0).
+    num_threads : int
+        Threads of the distance blocks (BLAS) and of the neighbour selection (numba); 0 = all.
 
     Attributes
     ----------
@@ -66,10 +69,11 @@ class ContentAffinity(BaseEstimator):
     n_items_ : int
     """
 
-    def __init__(self, k=100, metric=None, bandwidth=None):
+    def __init__(self, k=100, metric=None, bandwidth=None, num_threads=0):
         self.k = k
         self.metric = metric
         self.bandwidth = bandwidth
+        self.num_threads = num_threads
 
     def fit(self, F, y=None):
         """Compute the neighbourhoods of the items whose content rows are ``F`` (n_items x d)."""
@@ -77,9 +81,11 @@ class ContentAffinity(BaseEstimator):
         n = F.shape[0]
         k = check_k(self.k, n, "items")
         bandwidth = self._check_bandwidth()
+        threads = check_num_threads(self.num_threads)
         Z = self._embed(F)
         has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
-        S = _nearest(Z, k, has_content)  # data = squared distances
+        with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
+            S = _nearest(Z, k, has_content)  # data = squared distances
         if bandwidth is None:
             median = float(np.median(S.data)) if S.nnz else 0.0
             bandwidth = median if median > 0 else 1.0
