@@ -6,14 +6,13 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import random_feedback
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
 from recsys_ltr.metric_learning import FRML, GMML
 from recsys_ltr.models import ALS, BPR, EASE, FEBR, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
-
-from _helpers import random_feedback
 
 MODELS = [
     Popularity(),
