@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _topk
 from .._io import Persistable
+from .._progress import progress_enabled
 from .._topk import top_k_dense
 from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_positive_int, numba_threads
 
@@ -116,8 +117,7 @@ class Recommender(Persistable, BaseEstimator):
 
     def _check_params(self):
         check_positive_int(self.num_threads, "num_threads", minimum=0)
-        if not isinstance(self.show_progress, (bool, np.bool_)):
-            raise TypeError(f"show_progress must be a bool, got {self.show_progress!r}")
+        progress_enabled(self.show_progress)
 
     def _check_data_params(self, X):
         """Checks of the parameters against the data (e.g. ``k`` below the catalogue size)."""
