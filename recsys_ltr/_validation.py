@@ -387,11 +387,13 @@ def check_random_state(seed, name: str = "random_state") -> np.random.Generator:
 
 
 def check_num_threads(num_threads) -> int:
-    """Validate a ``num_threads`` parameter; 0 means all cores numba sees."""
+    """Validate a ``num_threads`` parameter; 0 means every thread the caller may use: all cores
+    numba sees, unless fewer were set (``numba.set_num_threads``; a worker of
+    :mod:`recsys_ltr.executors` sets its task's share)."""
     import numba
 
     n = check_positive_int(num_threads, "num_threads", minimum=0)
-    return numba.config.NUMBA_NUM_THREADS if n == 0 else min(n, numba.config.NUMBA_NUM_THREADS)
+    return numba.get_num_threads() if n == 0 else min(n, numba.config.NUMBA_NUM_THREADS)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,6 +60,7 @@ from recsys_ltr._validation import (
     check_scores,
     numba_threads,
 )
+from recsys_ltr.executors import check_executor, executor_scope
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -137,6 +139,7 @@ def evaluate(
     users=None,
     num_threads=0,
     show_progress=False,
+    executor=None,
 ) -> EvaluationResult:
     """Evaluate a scorer on held-out positives (see the module docstring for the definitions).
 
@@ -159,14 +162,19 @@ def evaluate(
         Cutoff of bare ``REC`` and ``P``; must not exceed the number of items when one of
         them is requested (a larger ``k`` raises rather than being clamped).
     batch_size : int, optional
-        Users scored per block; default keeps the float64 block under
-        :data:`DEFAULT_BLOCK_BYTES`.
+        Users scored per block (per task with a worker executor); default keeps the float64
+        block under :data:`DEFAULT_BLOCK_BYTES`.
     users : array of int, optional
         Restrict the evaluation to these users (those without test items are skipped).
     num_threads : int
-        Numba threads (0: all).  Results do not depend on it.
+        Numba threads (0: all, or a worker task's share).  Results do not depend on it.
     show_progress : bool
         Show a progress bar over blocks.
+    executor : Executor or {"serial", "processes", "ray"}, optional
+        Where the blocks are scored and ranked (:mod:`recsys_ltr.executors`; default in this
+        process).  The scorer and the matrices are shipped once, each task evaluates one block
+        of users, and only its rows of the metric table come back; every per-user value is the
+        same, bit for bit, on every executor.  The arguments are checked before any task starts.
 
     Returns
     -------
@@ -195,11 +203,22 @@ def evaluate(
         users=users,
         num_threads=num_threads,
         show_progress=show_progress,
+        executor=executor,
     )
 
 
 def evaluate_checked(
-    score_fn, train, test, exclude, metrics=None, k=10, batch_size=None, users=None, num_threads=0, show_progress=False
+    score_fn,
+    train,
+    test,
+    exclude,
+    metrics=None,
+    k=10,
+    batch_size=None,
+    users=None,
+    num_threads=0,
+    show_progress=False,
+    executor=None,
 ) -> EvaluationResult:
     """:func:`evaluate` of canonical, disjoint ``train``/``test`` (and ``exclude`` or ``None``) and a
     score function: the matrices are not checked again (for estimators evaluating themselves
@@ -212,20 +231,44 @@ def evaluate_checked(
     if batch_size is None:
         batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
     batch_size = check_positive_int(batch_size, "batch_size")
+    check_executor(executor)
     tiebreak = _tiebreak(np.bincount(train.indices, minlength=n_items))
     columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in _CUTOFF_METRICS]
 
     table = np.empty((len(eval_users), len(columns)))
     starts = range(0, len(eval_users), batch_size)
-    with numba_threads(num_threads):
-        for start in tqdm(starts, desc="evaluate", unit="block", disable=not show_progress):
-            block = eval_users[start : start + batch_size]
-            scores = _score_block(score_fn, block, n_items)
-            args = _kernel_args(scores, tiebreak, train[block], test[block], exclude[block])
-            table[start : start + len(block)], nan_rows = evaluate_block(*args, cutoffs)
-            _check_nan(nan_rows)
+    blocks = [eval_users[start : start + batch_size] for start in starts]
+    shared = _EvaluationInputs(score_fn, train, test, exclude, tiebreak, cutoffs, num_threads)
+    bar = tqdm(total=len(blocks), desc="evaluate", unit="block", disable=not show_progress)
+    with executor_scope(executor) as ex, bar:
+        for position, rows in ex.map(_evaluate_users, blocks, shared):
+            table[starts[position] : starts[position] + len(blocks[position])] = rows
+            bar.update()
     per_user = {name: np.ascontiguousarray(table[:, columns.index(name)]) for name in names}
     return EvaluationResult(per_user, eval_users, int(k))
+
+
+@dataclass(frozen=True)
+class _EvaluationInputs:
+    """What every block of :func:`evaluate_checked` reads: shipped once to the workers."""
+
+    score_fn: object
+    train: sp.csr_matrix
+    test: sp.csr_matrix
+    exclude: sp.csr_matrix
+    tiebreak: np.ndarray
+    cutoffs: np.ndarray
+    num_threads: int
+
+
+def _evaluate_users(inputs: _EvaluationInputs, block: np.ndarray) -> np.ndarray:
+    """Metric table rows of one block of users (one task)."""
+    with numba_threads(inputs.num_threads):
+        scores = _score_block(inputs.score_fn, block, inputs.train.shape[1])
+        args = _kernel_args(scores, inputs.tiebreak, inputs.train[block], inputs.test[block], inputs.exclude[block])
+        table, nan_rows = evaluate_block(*args, inputs.cutoffs)
+    _check_nan(nan_rows)
+    return table
 
 
 def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity=None):

@@ -6,21 +6,20 @@ tuned on validation ADG in two levels (:func:`tune`), then its chosen setting is
 with the validation positives excluded from the candidates.  The novelty protocol draws validation
 and test items only outside the ``exclude_top`` most popular items.
 
-One (method, fold) pair is a *unit*: units run in-process or in ``jobs`` worker processes, and each
-finished unit is cached as one JSON file (test metrics, per-user values, tuning trace) keyed by
-everything that determines it.  While a unit is tuned, every finished setting is logged next to it
-(:class:`TrialLog`), so an interrupted run resumes at the next setting, not at the unit's start.
+One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
+processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
+file (test metrics, per-user values, tuning trace) keyed by everything that determines it.  While
+a unit is tuned, every finished setting is logged next to it (:class:`TrialLog`), so an
+interrupted run resumes at the next setting, not at the unit's start.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import cache, partial
 from pathlib import Path
@@ -32,6 +31,7 @@ from recsys_ltr import split
 from recsys_ltr._io import atomic_write
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
+from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
 from recsys_ltr.metrics import evaluate
 
 PROTOCOLS = ("standard", "novelty")
@@ -366,29 +366,29 @@ def _write_json(path: Path, payload) -> None:
 
 
 # ------------------------------------------------------------------------------ experiment
-def _init_worker(num_threads):
-    import numba
-    from threadpoolctl import threadpool_limits
+def _execute(units, executor, arguments):
+    """Yield ``(unit, outcome)`` as the ``units`` finish on ``executor`` (one task per unit; the
+    splits are shipped once)."""
+    for position, outcome in executor.map(_run_unit_task, units, arguments):
+        yield units[position], outcome
 
-    numba.set_num_threads(num_threads)
-    threadpool_limits(num_threads)  # BLAS (EASE, ALS) as well
 
-
-def _execute(units, jobs, arguments):
-    """Yield ``(unit, outcome)`` as units finish: in-process for one job, else in worker processes
-    (spawned: forking after numba started its threads is unsafe)."""
-    if jobs == 1:
-        for unit in units:
-            yield unit, run_unit(*arguments.args(*unit), **arguments.kwargs(*unit))
+def _run_units(units, executor, jobs, make_arguments):
+    """:func:`_execute` on :func:`unit_executor` ``(executor, jobs)``, created only when there are
+    units (no Ray session when every unit is cached) and closed after unless it was passed in;
+    ``make_arguments(num_threads)`` gives the :class:`_UnitArguments`."""
+    if not units:
         return
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(arguments.num_threads,))
+    runner = unit_executor(executor, jobs)
     try:
-        futures = {pool.submit(run_unit, *arguments.args(*unit), **arguments.kwargs(*unit)): unit for unit in units}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-    finally:  # on an error or interrupt, drop the queued units instead of running them
-        pool.shutdown(wait=True, cancel_futures=True)
+        yield from _execute(units, runner, make_arguments(num_threads=runner.threads))
+    finally:
+        if runner is not executor:
+            runner.close()
+
+
+def _run_unit_task(arguments, unit):
+    return run_unit(*arguments.args(*unit), **arguments.kwargs(*unit))
 
 
 class _UnitArguments:
@@ -412,11 +412,27 @@ class _UnitArguments:
         }
 
 
-def threads_per_job(jobs: int) -> int:
-    """numba threads of each job: ``max(1, cores // jobs)`` (cores: what numba may use)."""
-    import numba
+def check_unit_executor(executor=None, jobs=None):
+    """Checked ``(executor, jobs)`` of the units, nothing started: ``executor`` is an
+    :class:`~recsys_ltr.executors.Executor` or one of :data:`~recsys_ltr.executors.EXECUTORS`;
+    ``jobs`` is the number of worker processes of ``"processes"`` (default: one per core).  Without
+    an executor, ``jobs > 1`` means ``"processes"``."""
+    if jobs is not None:
+        jobs = check_positive_int(jobs, "jobs")
+    if executor is None and jobs is not None and jobs > 1:
+        executor = "processes"
+    executor = check_executor(executor)
+    if executor != "processes" and jobs is not None and jobs > 1:
+        raise ValueError(
+            f"jobs={jobs} is the number of local worker processes: it applies to executor='processes' only"
+        )
+    return executor, jobs
 
-    return max(1, numba.config.NUMBA_NUM_THREADS // jobs)
+
+def unit_executor(executor=None, jobs=None):
+    """The executor of the units (arguments as in :func:`check_unit_executor`)."""
+    executor, jobs = check_unit_executor(executor, jobs)
+    return ProcessExecutor(jobs) if executor == "processes" else get_executor(executor)
 
 
 def run_experiment(
@@ -431,17 +447,22 @@ def run_experiment(
     seed=0,
     budget="quick",
     k=10,
-    jobs=1,
+    jobs=None,
     cache_dir=None,
     read_cache=True,
     dataset="data",
     show_progress=True,
+    executor=None,
 ) -> Experiment:
-    """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
+    """Run every method on ``folds`` seeded splits of ``X``, one task per (method, fold) unit.
 
-    With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
-    all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
-    :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
+    The units run on ``executor`` (:func:`unit_executor`: in this process by default, in ``jobs``
+    local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
+    finished units are read from (unless ``read_cache`` is false: recompute all) and written to
+    the cache (:class:`UnitCache`) by this process as they finish, and unfinished units resume
+    from their :class:`TrialLog` (written by the worker running the unit: on a multi-node
+    cluster, put ``cache_dir`` on a file system every node shares for that).  ``dataset`` names
+    the data in cache keys (with a fingerprint of ``X``).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -449,7 +470,7 @@ def run_experiment(
     for name in methods:
         get_method(name)  # fail before any work on an unknown name
     folds = check_positive_int(folds, "folds")
-    jobs = check_positive_int(jobs, "jobs")
+    executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
     splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
@@ -480,18 +501,18 @@ def run_experiment(
         disable=not show_progress,
     )
     reported = set()
-    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)
-    for unit, outcome in _execute(todo, jobs, arguments):
-        outcomes[unit] = outcome
-        if isinstance(outcome, Skipped):
-            if outcome.method not in reported:
-                reported.add(outcome.method)
-                tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
-        elif cache:
-            cache.store(outcome)
-        bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
-        bar.update()
-    bar.close()
+    arguments = partial(_UnitArguments, splits, budget, k, seed, cache=cache, resume=read_cache)
+    with bar:
+        for unit, outcome in _run_units(todo, executor, jobs, arguments):
+            outcomes[unit] = outcome
+            if isinstance(outcome, Skipped):
+                if outcome.method not in reported:
+                    reported.add(outcome.method)
+                    tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
+            elif cache:
+                cache.store(outcome)
+            bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
+            bar.update()
     ordered = [outcomes[unit] for unit in units]
     return Experiment(
         results=[o for o in ordered if isinstance(o, FoldResult)],
