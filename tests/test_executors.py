@@ -1,0 +1,210 @@
+"""Executors without Ray: the in-process and local-process executors, argument checks, threads.
+
+The Ray executor's tests are in ``test_ray.py``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from recsys_ltr import split
+from recsys_ltr._validation import check_num_threads, numba_threads
+from recsys_ltr.datasets import make_synthetic
+from recsys_ltr.executors import (
+    EXECUTORS,
+    Executor,
+    ProcessExecutor,
+    RayExecutor,
+    SerialExecutor,
+    check_executor,
+    executor_scope,
+    get_executor,
+    map_user_blocks,
+    recommend_all,
+    serialized_bytes,
+)
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import ItemKNN
+from recsys_ltr.neighbors import cosine_affinity
+
+
+@pytest.fixture(scope="module")
+def data():
+    X = make_synthetic(n_users=200, n_items=90, factor_scale=3.0, seed=11).matrix
+    train, val, test = next(split.folds(X, n_folds=1, seed=0))
+    return X, train, val, test
+
+
+@pytest.fixture(scope="module")
+def model(data):
+    return ItemKNN(k=15).fit(data[1])
+
+
+def assert_same_evaluation(a, b):
+    assert list(a) == list(b)
+    np.testing.assert_array_equal(a.users, b.users)
+    for name in a:
+        assert np.array_equal(a.per_user[name], b.per_user[name]), name  # bit for bit
+        assert a[name] == b[name]
+
+
+# ----------------------------------------------------------------------------- tasks used below
+def square(shared, task):
+    return shared * task * task
+
+
+def fail_on(shared, task):
+    if task == shared:
+        raise KeyError(f"task {task} refuses to run")
+    return task
+
+
+class KillOnce:
+    """Score function whose first call kills its own process (a worker dying mid-task)."""
+
+    def __init__(self, model, marker):
+        self.model, self.marker = model, str(marker)
+
+    def __call__(self, users):
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.model.score(users)
+
+
+def worker_threads(shared, task):
+    return numba.get_num_threads(), check_num_threads(0)
+
+
+# ----------------------------------------------------------------------------- choosing
+def test_names_and_instances():
+    assert EXECUTORS == ("serial", "processes", "ray")
+    assert isinstance(get_executor(), SerialExecutor) and isinstance(get_executor("serial"), SerialExecutor)
+    assert isinstance(get_executor("processes"), ProcessExecutor)
+    mine = SerialExecutor()
+    assert get_executor(mine) is mine and check_executor(mine) is mine
+    assert check_executor(None) == "serial" and check_executor("ray") == "ray"
+
+
+@pytest.mark.parametrize(
+    "executor, address, error, match",
+    [
+        ("threads", None, ValueError, "unknown executor 'threads'; choose one of serial, processes, ray"),
+        (2, None, TypeError, "executor must be an Executor or one of"),
+        ("serial", "auto", ValueError, "address applies to executor='ray', not 'serial'"),
+        (SerialExecutor(), "auto", ValueError, "address applies to executor='ray'"),
+    ],
+)
+def test_bad_executor_arguments(executor, address, error, match):
+    with pytest.raises(error, match=match):
+        get_executor(executor, address=address)
+
+
+def test_bad_executor_fails_before_any_work(data, model):
+    _, train, _val, test = data
+    with pytest.raises(ValueError, match="unknown executor"):
+        evaluate(model, train, test, executor="gpu")
+    with pytest.raises(ValueError, match="unknown executor"):
+        cosine_affinity(train, 5, executor="gpu")
+    with pytest.raises(ValueError, match="unknown executor"):
+        recommend_all(model, executor="gpu")
+
+
+def test_executor_scope_closes_only_what_it_created():
+    closed = []
+
+    class Tracked(SerialExecutor):
+        def close(self):
+            closed.append(self)
+
+    mine = Tracked()
+    with executor_scope(mine) as ex:
+        assert ex is mine
+    assert closed == []
+
+
+def test_ray_missing_gives_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'recsys-ltr\[ray\]'"):
+        RayExecutor()
+
+
+def test_importing_the_package_does_not_import_ray():
+    code = (
+        "import sys, recsys_ltr, recsys_ltr.executors, recsys_ltr.metrics, recsys_ltr.models, "
+        "recsys_ltr.neighbors, recsys_ltr.eval.runner, recsys_ltr.eval.__main__; "
+        "assert 'ray' not in sys.modules, 'ray imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+
+
+def test_bad_worker_parameters():
+    with pytest.raises(ValueError, match="n_workers"):
+        ProcessExecutor(0)
+    with pytest.raises(ValueError, match="max_retries"):
+        ProcessExecutor(1, max_retries=-1)
+    with pytest.raises(TypeError, match="threads"):
+        ProcessExecutor(1, threads=1.5)
+
+
+# ----------------------------------------------------------------------------- threads
+def test_zero_threads_means_the_callers_share():
+    with numba_threads(1):
+        assert check_num_threads(0) == 1
+    assert check_num_threads(0) == numba.get_num_threads()
+
+
+# ----------------------------------------------------------------------------- in-process
+def test_serial_map_runs_in_order_and_counts():
+    ex = SerialExecutor()
+    assert list(ex.map(square, [1, 2, 3], shared=10)) == [(0, 10), (1, 40), (2, 90)]
+    assert ex.stats.tasks == 3 and ex.parallelism == 1
+    with pytest.raises(KeyError, match="task 2 refuses"):
+        list(ex.map(fail_on, [1, 2, 3], shared=2))
+
+
+def test_serialized_bytes_counts_array_buffers():
+    a = np.zeros(1000)
+    assert 8000 <= serialized_bytes(a) < 8200
+    assert serialized_bytes({"x": a, "y": a.copy()}) >= 16000
+
+
+def test_user_maps_in_process(data, model):
+    blocks = list(map_user_blocks(user_sum, model, batch_size=64))
+    assert [b.size for b, _ in blocks] == [64, 64, 64, 8]
+    np.testing.assert_array_equal(np.concatenate([r for _, r in blocks]), np.arange(200) * 2)
+    ids, scores = recommend_all(model, N=5, batch_size=33)
+    ref_ids, ref_scores = model.recommend(np.arange(200), N=5)
+    assert np.array_equal(ids, ref_ids) and np.array_equal(scores, ref_scores)
+
+
+def user_sum(model, users):
+    return users * 2
+
+
+# ----------------------------------------------------------------------------- local processes
+@pytest.mark.slow
+def test_processes_give_the_same_numbers_and_survive_a_killed_worker(data, model, tmp_path):
+    _, train, val, test = data
+    ex = ProcessExecutor(2, max_retries=2)
+    assert ex.threads == max(1, numba.config.NUMBA_NUM_THREADS // 2)
+    reference = evaluate(model, train, test, exclude=val, batch_size=30)
+    marker = tmp_path / "killed"
+    got = evaluate(KillOnce(model, marker), train, test, exclude=val, batch_size=30, executor=ex)
+    assert marker.exists() and ex.stats.retries == 1
+    assert_same_evaluation(reference, got)
+    assert ex.stats.shared_bytes > train.data.nbytes and len(ex.stats.peak_rss) >= 1
+    assert set(dict(ex.map(worker_threads, range(4))).values()) == {(ex.threads, ex.threads)}
+    with pytest.raises(KeyError, match="task 3 refuses to run"):
+        list(ex.map(fail_on, range(6), shared=3))
+
+
+def test_executor_base_is_abstract():
+    ex = Executor()
+    with pytest.raises(NotImplementedError):
+        list(ex.map(square, [1]))
