@@ -29,8 +29,9 @@ Importing this module (or ``recsys_ltr``) never imports ray.
 
 Threads.  A task of a worker executor runs on ``threads`` numba threads (Ray: one per CPU the
 task reserves, ``cpus_per_task``; processes: ``cores // n_workers``) with BLAS limited to as many
-(threadpoolctl), so the busy threads never exceed the CPUs granted: ``num_threads=0`` inside a
-task means those threads (:func:`recsys_ltr._validation.check_num_threads`).  numba's threading
+(threadpoolctl), and every ``num_threads`` inside the task -- an estimator's, ``evaluate``'s --
+is capped at that share (:func:`recsys_ltr._validation.task_threads`), so the busy threads never
+exceed the CPUs granted, whatever a shipped model was configured with.  numba's threading
 layer is left to numba's default choice (TBB, else OpenMP, else workqueue): every worker runs one
 task at a time from one thread, so even the workqueue layer (not thread-safe) is safe, and
 workers are started fresh (spawned by multiprocessing or by Ray's raylet, never forked from a
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, task_threads
 
 __all__ = [
     "EXECUTORS",
@@ -126,11 +127,9 @@ def _peak_rss() -> int:
 def _run_task(fn, shared, task, threads):
     """Run one task in a worker on ``threads`` numba and BLAS threads; returns ``(result, pid,
     peak resident bytes)``."""
-    import numba
     from threadpoolctl import threadpool_limits
 
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # thread-local: set per task
-    with threadpool_limits(threads):
+    with task_threads(threads), threadpool_limits(threads):
         result = fn(shared, task)
     return result, os.getpid(), _peak_rss()
 
@@ -303,12 +302,12 @@ class ProcessExecutor(_WorkerExecutor):
             min(self.n_workers, len(todo)), mp_context=context, initializer=_init_process, initargs=(shared,)
         )
         queue = iter(list(todo.items()))
-        futures = {}
+        futures, limit = {}, self._pending_limit()
         try:
             while True:
                 for position, task in queue:
                     futures[pool.submit(_process_task, fn, task, self.threads)] = position
-                    if len(futures) >= self._pending_limit():
+                    if len(futures) >= limit:
                         break
                 if not futures:
                     return
@@ -414,12 +413,12 @@ class RayExecutor(_WorkerExecutor):
             num_cpus=self.cpus_per_task, max_retries=self.max_retries, retry_exceptions=False
         )
         queue = iter(enumerate(tasks))
-        pending, nodes = {}, set()
+        pending, nodes, limit = {}, set(), self._pending_limit()
         try:
             while True:
                 for position, task in queue:
                     pending[remote.remote(fn, ref, task, self.threads)] = position
-                    if len(pending) >= self._pending_limit():
+                    if len(pending) >= limit:
                         break
                 if not pending:
                     return

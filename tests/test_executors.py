@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from recsys_ltr import split
-from recsys_ltr._validation import check_num_threads, numba_threads
+from recsys_ltr._validation import check_num_threads, numba_threads, task_threads
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.executors import (
     EXECUTORS,
@@ -78,7 +78,7 @@ class KillOnce:
 
 
 def worker_threads(shared, task):
-    return numba.get_num_threads(), check_num_threads(0)
+    return numba.get_num_threads(), check_num_threads(0), check_num_threads(64)
 
 
 # ----------------------------------------------------------------------------- choosing
@@ -153,10 +153,16 @@ def test_bad_worker_parameters():
 
 
 # ----------------------------------------------------------------------------- threads
-def test_zero_threads_means_the_callers_share():
-    with numba_threads(1):
-        assert check_num_threads(0) == 1
-    assert check_num_threads(0) == numba.get_num_threads()
+def test_a_task_caps_every_thread_count_at_its_share():
+    cores = numba.config.NUMBA_NUM_THREADS
+    before = numba.get_num_threads()
+    with task_threads(1):
+        assert numba.get_num_threads() == 1
+        assert check_num_threads(0) == check_num_threads(64) == 1  # a model's num_threads too
+        with numba_threads(0):
+            assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before and check_num_threads(0) == cores
+    assert check_num_threads(64) == cores
 
 
 # ----------------------------------------------------------------------------- in-process
@@ -199,7 +205,7 @@ def test_processes_give_the_same_numbers_and_survive_a_killed_worker(data, model
     assert marker.exists() and ex.stats.retries == 1
     assert_same_evaluation(reference, got)
     assert ex.stats.shared_bytes > train.data.nbytes and len(ex.stats.peak_rss) >= 1
-    assert set(dict(ex.map(worker_threads, range(4))).values()) == {(ex.threads, ex.threads)}
+    assert set(dict(ex.map(worker_threads, range(4))).values()) == {(ex.threads,) * 3}
     with pytest.raises(KeyError, match="task 3 refuses to run"):
         list(ex.map(fail_on, range(6), shared=3))
 

@@ -91,7 +91,7 @@ def array_flags(X, task):
 
 
 def thread_counts(shared, task):
-    return numba.config.NUMBA_NUM_THREADS, numba.get_num_threads(), check_num_threads(0)
+    return numba.config.NUMBA_NUM_THREADS, numba.get_num_threads(), check_num_threads(0), check_num_threads(64)
 
 
 def row_best(users, scores):
@@ -250,8 +250,8 @@ def test_shared_csr_is_read_zero_copy(ray_executor, data):
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_one_numba_thread_per_ray_cpu(ray_session, cpus):
     ex = RayExecutor(cpus_per_task=cpus)
-    for config, threads, zero in dict(ex.map(thread_counts, range(4))).values():
-        assert threads == zero == min(cpus, config)
+    for config, threads, zero, many in dict(ex.map(thread_counts, range(4))).values():
+        assert threads == zero == many == min(cpus, config)  # a model's num_threads=64 too
     with pytest.raises(ValueError, match="exceeds the cluster's 2 CPUs"):
         RayExecutor(cpus_per_task=3)
 
