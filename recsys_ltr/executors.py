@@ -49,6 +49,7 @@ resident memory of every worker process.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -159,11 +160,13 @@ class Executor:
     def map(self, fn: Callable[[Any, Any], Any], tasks: Iterable, shared=None) -> Iterator[tuple[int, Any]]:
         """Yield ``(position, fn(shared, task))`` for every task, in the order tasks finish.
 
-        ``shared`` is sent to the workers once per call.  An exception raised by ``fn`` propagates
-        from the generator (same type and message); closing the generator early cancels the
-        tasks not yet finished.
+        ``shared`` is sent to the workers once per call; each task travels with its own call.
+        ``tasks`` is consumed lazily, a bounded number ahead of the results consumed, so it may
+        generate the tasks' inputs (e.g. the rows of a block) on demand.  An exception raised by
+        ``fn`` propagates from the generator (same type and message); closing the generator early
+        cancels the tasks not yet finished.
         """
-        return self._map(fn, list(tasks), shared)
+        return self._map(fn, iter(tasks), shared)
 
     def _map(self, fn, tasks, shared):
         raise NotImplementedError
@@ -278,34 +281,37 @@ class ProcessExecutor(_WorkerExecutor):
     def _map(self, fn, tasks, shared):
         shared_bytes = serialized_bytes(shared)
         self.stats.shared_bytes += shared_bytes
-        todo = dict(enumerate(tasks))
+        queue = enumerate(tasks)
+        unfinished = {}  # position -> task, submitted to a pool and not finished
         failures = 0
-        while todo:
+        while True:
             workers = set()
+            retry = list(unfinished.items())
+            unfinished.clear()
             try:
-                yield from self._run_pool(fn, todo, shared, workers)
+                yield from self._run_pool(fn, itertools.chain(retry, queue), shared, unfinished, workers)
+                return
             except BrokenProcessPool as exc:
                 failures += 1
                 if failures > self.max_retries:
                     raise RuntimeError(
                         f"a worker process died {failures} times (max_retries={self.max_retries}); "
-                        f"{len(todo)} task(s) unfinished"
+                        f"{len(unfinished)} submitted task(s) unfinished"
                     ) from exc
                 self.stats.retries += 1
             finally:
                 self.stats.shipped_bytes += shared_bytes * len(workers)
 
-    def _run_pool(self, fn, todo, shared, workers):
-        """Run the tasks of ``todo`` (removed as they finish) in one pool."""
+    def _run_pool(self, fn, queue, shared, unfinished, workers):
+        """Run the ``(position, task)`` pairs of ``queue`` in one pool; ``unfinished`` holds those
+        submitted and not finished, ``workers`` collects the pids that finished one."""
         context = multiprocessing.get_context("spawn")  # forking after numba started threads is unsafe
-        pool = ProcessPoolExecutor(
-            min(self.n_workers, len(todo)), mp_context=context, initializer=_init_process, initargs=(shared,)
-        )
-        queue = iter(list(todo.items()))
+        pool = ProcessPoolExecutor(self.n_workers, mp_context=context, initializer=_init_process, initargs=(shared,))
         futures, limit = {}, self._pending_limit()
         try:
             while True:
                 for position, task in queue:
+                    unfinished[position] = task  # first: a broken pool makes submit raise
                     futures[pool.submit(_process_task, fn, task, self.threads)] = position
                     if len(futures) >= limit:
                         break
@@ -313,10 +319,10 @@ class ProcessExecutor(_WorkerExecutor):
                     return
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in done:
+                    output = future.result()  # raises BrokenProcessPool if a worker died
                     position = futures.pop(future)
-                    result, pid = self._record(todo[position], future.result())
+                    result, pid = self._record(unfinished.pop(position), output)
                     workers.add(pid)
-                    del todo[position]
                     yield position, result
         finally:  # on an error, an interrupt or a closed generator, drop the queued tasks
             pool.shutdown(wait=True, cancel_futures=True)
@@ -412,21 +418,21 @@ class RayExecutor(_WorkerExecutor):
         remote = _ray_remote().options(
             num_cpus=self.cpus_per_task, max_retries=self.max_retries, retry_exceptions=False
         )
-        queue = iter(enumerate(tasks))
-        pending, nodes, limit = {}, set(), self._pending_limit()
+        queue = enumerate(tasks)
+        pending, nodes, limit = {}, set(), self._pending_limit()  # pending: task ref -> (position, task)
         try:
             while True:
                 for position, task in queue:
-                    pending[remote.remote(fn, ref, task, self.threads)] = position
+                    pending[remote.remote(fn, ref, task, self.threads)] = position, task
                     if len(pending) >= limit:
                         break
                 if not pending:
                     return
                 done, _ = ray.wait(list(pending), num_returns=1)
-                position = pending.pop(done[0])
+                position, task = pending.pop(done[0])
                 *output, node = _ray_result(ray, done[0])
                 nodes.add(node)
-                result, _ = self._record(tasks[position], output, dumps)
+                result, _ = self._record(task, output, dumps)
                 yield position, result
         finally:
             for task_ref in pending:  # closed early or failed: stop what is left

@@ -172,9 +172,10 @@ def evaluate(
         Show a progress bar over blocks.
     executor : Executor or {"serial", "processes", "ray"}, optional
         Where the blocks are scored and ranked (:mod:`recsys_ltr.executors`; default in this
-        process).  The scorer and the matrices are shipped once, each task evaluates one block
-        of users, and only its rows of the metric table come back; every per-user value is the
-        same, bit for bit, on every executor.  The arguments are checked before any task starts.
+        process).  The scorer is shipped once; each task carries one block of users with their
+        train, test and exclude rows, and only its rows of the metric table come back.  Every
+        per-user value is the same, bit for bit, on every executor.  The arguments are checked
+        before any task starts.
 
     Returns
     -------
@@ -237,12 +238,13 @@ def evaluate_checked(
 
     table = np.empty((len(eval_users), len(columns)))
     starts = range(0, len(eval_users), batch_size)
-    blocks = [eval_users[start : start + batch_size] for start in starts]
-    shared = _EvaluationInputs(score_fn, train, test, exclude, tiebreak, cutoffs, num_threads)
-    bar = tqdm(total=len(blocks), desc="evaluate", unit="block", disable=not show_progress)
+    # a task carries its users' rows; the scorer and what every block reads are shipped once
+    blocks = (_user_rows(eval_users[s : s + batch_size], train, test, exclude) for s in starts)
+    shared = _EvaluationInputs(score_fn, tiebreak, cutoffs, num_threads)
+    bar = tqdm(total=len(starts), desc="evaluate", unit="block", disable=not show_progress)
     with executor_scope(executor) as ex, bar:
         for position, rows in ex.map(_evaluate_users, blocks, shared):
-            table[starts[position] : starts[position] + len(blocks[position])] = rows
+            table[starts[position] : starts[position] + len(rows)] = rows
             bar.update()
     per_user = {name: np.ascontiguousarray(table[:, columns.index(name)]) for name in names}
     return EvaluationResult(per_user, eval_users, int(k))
@@ -253,19 +255,22 @@ class _EvaluationInputs:
     """What every block of :func:`evaluate_checked` reads: shipped once to the workers."""
 
     score_fn: object
-    train: sp.csr_matrix
-    test: sp.csr_matrix
-    exclude: sp.csr_matrix
     tiebreak: np.ndarray
     cutoffs: np.ndarray
     num_threads: int
 
 
-def _evaluate_users(inputs: _EvaluationInputs, block: np.ndarray) -> np.ndarray:
-    """Metric table rows of one block of users (one task)."""
+def _user_rows(users, *matrices) -> tuple:
+    """A block of users with their rows of each matrix (one evaluation task)."""
+    return (users, *(X[users] for X in matrices))
+
+
+def _evaluate_users(inputs: _EvaluationInputs, block: tuple) -> np.ndarray:
+    """Metric table rows of one block of users, given with their train, test and exclude rows."""
+    users, train_rows, test_rows, exclude_rows = block
     with numba_threads(inputs.num_threads):
-        scores = _score_block(inputs.score_fn, block, inputs.train.shape[1])
-        args = _kernel_args(scores, inputs.tiebreak, inputs.train[block], inputs.test[block], inputs.exclude[block])
+        scores = _score_block(inputs.score_fn, users, train_rows.shape[1])
+        args = _kernel_args(scores, inputs.tiebreak, train_rows, test_rows, exclude_rows)
         table, nan_rows = evaluate_block(*args, inputs.cutoffs)
     _check_nan(nan_rows)
     return table

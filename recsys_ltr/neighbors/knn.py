@@ -112,9 +112,9 @@ def _knn_kernel(
                     m += 1
             size = select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, acc, out)
             for t in range(size):
-                out_ids[a - start, t] = out[t]
-                out_sims[a - start, t] = acc[out[t]]
-            out_count[a - start] = size
+                out_ids[a, t] = out[t]
+                out_sims[a, t] = acc[out[t]]
+            out_count[a] = size
             for t in range(n_touched):
                 acc[touched[t]] = 0.0
 
@@ -359,13 +359,17 @@ def _knn_query(
     (``None`` or a positive int)."""
     nq = Q.shape[0]
     check_executor(executor)
-    inputs = _KnnInputs(index, Q, _inverse_norms(Q) if query_scale is None else query_scale, self_ids, k, num_threads)
+    query_scale = _inverse_norms(Q) if query_scale is None else query_scale
     with executor_scope(executor) as ex, tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
         if block_size is None:
             block_size = _default_block(nq, k, ex, show_progress)
-        bounds = [(start, min(nq, start + block_size)) for start in range(0, nq, block_size)]
-        pieces = [None] * len(bounds)
-        for position, piece in ex.map(_knn_rows, bounds, inputs):
+        starts = range(0, nq, block_size)
+        # a task carries its query rows; the index is shipped once
+        blocks = (
+            (Q[s : s + block_size], self_ids[s : s + block_size], query_scale[s : s + block_size]) for s in starts
+        )
+        pieces = [None] * len(starts)
+        for position, piece in ex.map(_knn_rows, blocks, _KnnInputs(index, k, num_threads)):
             pieces[position] = piece
             bar.update(piece.shape[0])
     return _stack_rows(pieces, index.n_rows)
@@ -384,30 +388,27 @@ class _KnnInputs:
     """What every block of :func:`_knn_query` reads: shipped once to the workers."""
 
     index: KnnIndex
-    Q: sp.csr_matrix
-    query_scale: np.ndarray
-    self_ids: np.ndarray
     k: int
     num_threads: int
 
 
-def _knn_rows(inputs: _KnnInputs, bounds) -> sp.csr_matrix:
-    """``KNN`` of the query rows ``[start, stop)`` (one task), as a CSR block of those rows."""
-    start, stop = bounds
-    index, Q = inputs.index, inputs.Q
-    out_ids = np.zeros((stop - start, inputs.k), np.int32)
-    out_sims = np.zeros((stop - start, inputs.k))
-    out_count = np.zeros(stop - start, np.int64)
-    n_chunks = min(stop - start, 16 * check_num_threads(inputs.num_threads))
+def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
+    """``KNN`` of one block of query rows ``(Q, self_ids, query_scale)`` (one task), as CSR rows."""
+    Q, self_ids, query_scale = block
+    index, nq = inputs.index, Q.shape[0]
+    out_ids = np.zeros((nq, inputs.k), np.int32)
+    out_sims = np.zeros((nq, inputs.k))
+    out_count = np.zeros(nq, np.int64)
+    n_chunks = min(nq, 16 * check_num_threads(inputs.num_threads))
     with numba_threads(inputs.num_threads):
         _knn_kernel(
-            start,
-            stop,
+            0,
+            nq,
             n_chunks,
             Q.indptr,
             Q.indices,
-            inputs.query_scale,
-            inputs.self_ids,
+            query_scale,
+            self_ids,
             index.indptr,
             index.indices,
             index.scale,
