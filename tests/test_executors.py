@@ -4,17 +4,15 @@ The Ray executor's tests are in ``test_ray.py``.
 """
 
 import os
-import signal
 import subprocess
 import sys
 
 import numba
 import numpy as np
 import pytest
+from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 
-from recsys_ltr import split
 from recsys_ltr._validation import check_num_threads, numba_threads, task_threads
-from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.executors import (
     EXECUTORS,
     Executor,
@@ -35,22 +33,12 @@ from recsys_ltr.neighbors import cosine_affinity
 
 @pytest.fixture(scope="module")
 def data():
-    X = make_synthetic(n_users=200, n_items=90, factor_scale=3.0, seed=11).matrix
-    train, val, test = next(split.folds(X, n_folds=1, seed=0))
-    return X, train, val, test
+    return synthetic_split(200, 90, 11)
 
 
 @pytest.fixture(scope="module")
 def model(data):
     return ItemKNN(k=15).fit(data[1])
-
-
-def assert_same_evaluation(a, b):
-    assert list(a) == list(b)
-    np.testing.assert_array_equal(a.users, b.users)
-    for name in a:
-        assert np.array_equal(a.per_user[name], b.per_user[name]), name  # bit for bit
-        assert a[name] == b[name]
 
 
 # ----------------------------------------------------------------------------- tasks used below
@@ -62,19 +50,6 @@ def fail_on(shared, task):
     if task == shared:
         raise KeyError(f"task {task} refuses to run")
     return task
-
-
-class KillOnce:
-    """Score function whose first call kills its own process (a worker dying mid-task)."""
-
-    def __init__(self, model, marker):
-        self.model, self.marker = model, str(marker)
-
-    def __call__(self, users):
-        if not os.path.exists(self.marker):
-            open(self.marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return self.model.score(users)
 
 
 def worker_threads(shared, task):

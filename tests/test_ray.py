@@ -11,14 +11,14 @@ import sys
 import threading
 import time
 
+import _helpers
 import numba
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 
-from recsys_ltr import split
 from recsys_ltr._validation import check_num_threads
-from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.runner import run_experiment
 from recsys_ltr.executors import RayExecutor, map_user_blocks, recommend_all, recommend_users, score_users
@@ -29,29 +29,20 @@ from recsys_ltr.neighbors import cosine_affinity, knn_index, knn_query, kunn_aff
 
 @pytest.fixture(scope="module")
 def ray_executor(ray_session):
-    # the helpers of this module travel by value (workers cannot import the test module)
-    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # the helpers of the test modules travel by value (workers cannot import them)
+    for module in (sys.modules[__name__], _helpers):
+        ray_session.cloudpickle.register_pickle_by_value(module)
     return RayExecutor()
 
 
 @pytest.fixture(scope="module")
 def data():
-    X = make_synthetic(n_users=300, n_items=150, factor_scale=3.0, seed=3).matrix
-    train, val, test = next(split.folds(X, n_folds=1, seed=0))
-    return X, train, val, test
+    return synthetic_split(300, 150, 3)
 
 
 @pytest.fixture(scope="module")
 def item_knn(data):
     return ItemKNN(k=20).fit(data[1])
-
-
-def assert_same_evaluation(a, b):
-    assert list(a) == list(b)
-    np.testing.assert_array_equal(a.users, b.users)
-    for name in a:
-        assert np.array_equal(a.per_user[name], b.per_user[name]), name  # bit for bit
-        assert a[name] == b[name]
 
 
 def assert_same_csr(a, b):
@@ -61,19 +52,6 @@ def assert_same_csr(a, b):
 
 
 # ----------------------------------------------------------------------------- helpers run in workers
-class KillOnce:
-    """Score function whose first call kills its own process (a worker dying mid-task)."""
-
-    def __init__(self, model, marker):
-        self.model, self.marker = model, str(marker)
-
-    def __call__(self, users):
-        if not os.path.exists(self.marker):
-            open(self.marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return self.model.score(users)
-
-
 class CustomError(Exception):
     pass
 
