@@ -37,8 +37,11 @@ task at a time from one thread, so even the workqueue layer (not thread-safe) is
 workers are started fresh (spawned by multiprocessing or by Ray's raylet, never forked from a
 process whose thread pool is running), so the OpenMP layer's fork hazard cannot arise.  Every
 kernel is compiled with ``cache=True``: a worker loads the machine code cached by the first
-process that compiled it instead of recompiling (the cache lives next to the sources, or in
-``$NUMBA_CACHE_DIR`` when that is not writable).
+process that compiled it instead of recompiling (the cache lives next to the sources, else in
+numba's user-wide cache directory, or in ``$NUMBA_CACHE_DIR``).  Arrays read zero-copy from Ray's
+object store are read-only, which numba types apart from writable arrays: a kernel fed such an
+array is compiled once more, by the first worker on a machine that needs it, and every later
+worker loads that from the cache.
 
 Each executor counts what it shipped (:class:`TaskStats`): the serialized size of the shared
 input (pickle protocol 5, buffers out of band, as Ray stores it) times the number of places

@@ -36,7 +36,8 @@ candidates precede each test item: for users with few test items, one vectorised
 item minus the preceding non-candidates; for users with many, one binary-search pass over the
 catalogue against their sorted test items that skips the non-candidates, O(n_items log m)
 (:mod:`recsys_ltr._ranking`).  Scores are requested in
-bounded user batches.
+bounded user batches, which can run as tasks of an executor -- local processes or Ray
+(:mod:`recsys_ltr.executors`) -- with the same per-user values, bit for bit.
 """
 
 from __future__ import annotations
