@@ -29,7 +29,9 @@ Workloads
 Each workload runs in this process (numba on 2 threads) and on Ray with 1 and 2 workers (a local
 instance started with ``num_cpus`` 1, then 2; one task per CPU, one numba thread per task).  The
 in-process and Ray results are checked equal (affinity arrays, per-user metric values).  Reported
-per run: seconds (median of ``--repeats``), throughput, peak resident memory of each worker
+per run: wall seconds (median of ``--repeats``) and throughput, the CPU seconds of the tasks (all
+threads; on a shared machine wall time measures the CPU share the scheduler granted, CPU time the
+work) and the throughput per CPU second, peak resident memory of each worker
 process (object-store pages it mapped included; in-process: this process's peak), bytes shipped
 to workers (shared inputs once per node, plus task payloads) and returned, and the load average
 of the machine before and after.
@@ -157,6 +159,7 @@ def measure(name, run, repeats, executor):
         "executor": executor_label(executor),
         "seconds": float(np.median(times)),
         "runs": [round(t, 3) for t in times],
+        "cpu_seconds": stats.cpu_seconds / repeats,
         "peak_rss_mib_per_worker": sorted(round(v / 2**20) for v in workers.values()),
         "shipped_mib": stats.shipped_bytes / 2**20 / repeats,
         "shared_mib": stats.shared_bytes / 2**20 / repeats,
@@ -165,6 +168,11 @@ def measure(name, run, repeats, executor):
         "load_before": [round(v, 2) for v in load_before],
         "load_after": [round(v, 2) for v in os.getloadavg()],
     }
+
+
+def rates(size, row) -> dict:
+    """Throughput per wall second and per CPU second of the tasks."""
+    return {"throughput": size / row["seconds"], "per_cpu_second": size / row["cpu_seconds"]}
 
 
 def executor_label(executor):
@@ -237,7 +245,7 @@ def main():
     warm_up(SerialExecutor())
     for name, run, size, unit, _ in plans:  # in-process first: the reference results
         reference[name], row = measure(name, run, args.repeats, SerialExecutor())
-        rows.append({**row, "throughput": size / row["seconds"], "unit": unit, "equal": True})
+        rows.append({**row, **rates(size, row), "unit": unit, "equal": True})
         print(json.dumps(rows[-1]))
     import ray
 
@@ -247,7 +255,7 @@ def main():
         for name, run, size, unit, same in plans:
             result, row = measure(name, run, args.repeats, RayExecutor())
             equal = bool(same(result, reference[name]))
-            rows.append({**row, "throughput": size / row["seconds"], "unit": unit, "equal": equal})
+            rows.append({**row, **rates(size, row), "unit": unit, "equal": equal})
             print(json.dumps(rows[-1]))
             if not equal:
                 raise SystemExit(f"{name}: Ray and in-process results differ")
@@ -260,13 +268,14 @@ def main():
 
 def print_table(rows):
     print(
-        "\n| workload | executor | seconds | throughput | peak RSS per worker (MiB) | shipped (MiB) | "
-        "returned (MiB) | tasks | load avg before / after |"
+        "\n| workload | executor | seconds | throughput | CPU s | per CPU s | peak RSS per worker (MiB) | "
+        "shipped (MiB) | returned (MiB) | tasks | load avg before / after |"
     )
-    print("|---|---|---:|---:|---|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for r in rows:
         print(
             f"| {r['workload']} | {r['executor']} | {r['seconds']:.1f} | {r['throughput']:,.0f} {r['unit']} | "
+            f"{r['cpu_seconds']:.1f} | {r['per_cpu_second']:,.0f} | "
             f"{', '.join(map(str, r['peak_rss_mib_per_worker']))} | {r['shipped_mib']:.1f} | "
             f"{r['returned_mib']:.1f} | {r['tasks']} | {r['load_before'][0]} / {r['load_after'][0]} |"
         )

@@ -57,6 +57,7 @@ import multiprocessing
 import os
 import pickle
 import resource
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -107,6 +108,9 @@ class TaskStats:
     peak_rss : dict of int -> int
         Peak resident memory (bytes) of every worker process that ran a task, by process id
         (memory-mapped object-store pages a worker read count towards it).
+    cpu_seconds : float
+        CPU time the tasks used, all their threads included (``time.process_time`` around each
+        task): unlike wall time, it does not depend on what else the machine runs.
     """
 
     tasks: int = 0
@@ -115,6 +119,7 @@ class TaskStats:
     shipped_bytes: int = 0
     result_bytes: int = 0
     peak_rss: dict[int, int] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
 
 
 def serialized_bytes(obj, dumps=pickle.dumps) -> int:
@@ -130,12 +135,13 @@ def _peak_rss() -> int:
 
 def _run_task(fn, shared, task, threads):
     """Run one task in a worker on ``threads`` numba and BLAS threads; returns ``(result, pid,
-    peak resident bytes)``."""
+    peak resident bytes, CPU seconds)``."""
     from threadpoolctl import threadpool_limits
 
+    start = time.process_time()
     with task_threads(threads), threadpool_limits(threads):
         result = fn(shared, task)
-    return result, os.getpid(), _peak_rss()
+    return result, os.getpid(), _peak_rss(), time.process_time() - start
 
 
 class Executor:
@@ -204,7 +210,9 @@ class SerialExecutor(Executor):
 
     def _map(self, fn, tasks, shared):
         for position, task in enumerate(tasks):
+            start = time.process_time()
             result = fn(shared, task)
+            self.stats.cpu_seconds += time.process_time() - start
             self.stats.tasks += 1
             yield position, result
 
@@ -223,8 +231,9 @@ class _WorkerExecutor(Executor):
 
     def _record(self, task, output, dumps=pickle.dumps) -> tuple[Any, int]:
         """Account for one finished task; returns its result and worker pid."""
-        result, pid, rss = output
+        result, pid, rss, cpu = output
         self.stats.tasks += 1
+        self.stats.cpu_seconds += cpu
         self.stats.shipped_bytes += serialized_bytes(task, dumps)
         self.stats.result_bytes += serialized_bytes(result, dumps)
         self.stats.peak_rss[pid] = max(rss, self.stats.peak_rss.get(pid, 0))

@@ -179,7 +179,7 @@ def test_processes_give_the_same_numbers_and_survive_a_killed_worker(data, model
     got = evaluate(KillOnce(model, marker), train, test, exclude=val, batch_size=30, executor=ex)
     assert marker.exists() and ex.stats.retries == 1
     assert_same_evaluation(reference, got)
-    assert ex.stats.shared_bytes > train.data.nbytes and len(ex.stats.peak_rss) >= 1
+    assert ex.stats.shared_bytes > 0 and len(ex.stats.peak_rss) >= 1 and ex.stats.cpu_seconds > 0
     assert set(dict(ex.map(worker_threads, range(4))).values()) == {(ex.threads,) * 3}
     with pytest.raises(KeyError, match="task 3 refuses to run"):
         list(ex.map(fail_on, range(6), shared=3))

@@ -99,6 +99,7 @@ def test_evaluate_is_bit_identical(ray_executor, data, make):
         reference = evaluate(model, train, test, exclude=val, **kwargs)
         got = evaluate(model, train, test, exclude=val, executor=ray_executor, **kwargs)
         assert_same_evaluation(reference, got)
+    assert ray_executor.stats.cpu_seconds > 0 and ray_executor.stats.shipped_bytes > ray_executor.stats.shared_bytes
 
 
 def test_bad_input_fails_before_any_task_with_the_in_process_message(ray_executor, data, item_knn):
