@@ -23,6 +23,8 @@ Workloads
   (``ItemKNN(k)`` fitted on the training part of a 70/10/20 per-user split, validation items
   excluded) for every test user of gowalla and for ``--eval-users`` seeded random test users of the
   synthetic matrix (all of them take hours on 2 cores); throughput in users/s.
+* ``overhead``: ``--overhead-tasks`` no-op tasks through ``RayExecutor.map`` (the per-task cost of
+  submission, scheduling and result; in each Ray session only).
 * ``febr``: FEBR's sharded feature extraction -- a marked hook (:func:`febr_workload`) that raises
   until the base-model stacking version of FEBR lands; run it with ``--febr``.
 
@@ -172,7 +174,8 @@ def measure(name, run, repeats, executor):
 
 def rates(size, row) -> dict:
     """Throughput per wall second and per CPU second of the tasks."""
-    return {"throughput": size / row["seconds"], "per_cpu_second": size / row["cpu_seconds"]}
+    cpu = row["cpu_seconds"]
+    return {"throughput": size / row["seconds"], "per_cpu_second": size / cpu if cpu > 0 else float("nan")}
 
 
 def executor_label(executor):
@@ -205,6 +208,18 @@ def workloads(name, X, k, eval_users, seed):
     ]
 
 
+def no_op(shared, task):
+    return task
+
+
+def task_overhead(n_tasks) -> dict:
+    """Tasks per second of ``RayExecutor.map`` over ``n_tasks`` no-op tasks (the driver's and
+    Ray's cost of one task: submission, scheduling, result)."""
+    executor = RayExecutor()
+    _, row = measure(f"{n_tasks:,} no-op tasks", lambda ex: list(ex.map(no_op, range(n_tasks))), 1, executor)
+    return {**row, **rates(n_tasks, row), "unit": "tasks/s", "equal": True}
+
+
 def warm_up(executor):
     """Import the package and load (or compile) the kernels in every worker of ``executor``."""
     X = datasets.make_synthetic(n_users=400, n_items=300, seed=0).matrix
@@ -220,16 +235,17 @@ def main():
     parser.add_argument("--eval-users", type=int, default=10_000, help="synthetic test users evaluated")
     parser.add_argument("--repeats", type=int, default=1, help="runs per measurement (median)")
     parser.add_argument("--workers", default="1,2", help="Ray worker counts")
-    parser.add_argument("--only", choices=("gowalla", "synthetic"), help="one data set only")
+    parser.add_argument("--only", choices=("gowalla", "synthetic", "overhead"), help="one data set, or no data")
+    parser.add_argument("--overhead-tasks", type=int, default=2000, help="no-op tasks timed per Ray session")
     parser.add_argument("--febr", action="store_true", help="run the FEBR hook (raises until FEBR's rewrite lands)")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
 
     gowalla = datasets.load("gowalla", data_dir=args.data_dir).matrix
     suites, header = [], {"threads_in_process": THREADS, "cpu_count": os.cpu_count()}
-    if args.only != "synthetic":
+    if args.only in (None, "gowalla"):
         suites.append(("gowalla", gowalla, 0))
-    if args.only != "gowalla":
+    if args.only in (None, "synthetic"):
         t0 = time.perf_counter()
         synthetic, header["fits"] = calibrated_matrix(gowalla, args.target_nnz)
         header["seconds_to_generate"] = round(time.perf_counter() - t0, 1)
@@ -242,7 +258,8 @@ def main():
 
     plans = [w for name, X, n_eval in suites for w in workloads(name, X, args.k, n_eval, 0)]
     rows, reference = [], {}
-    warm_up(SerialExecutor())
+    if plans:
+        warm_up(SerialExecutor())
     for name, run, size, unit, _ in plans:  # in-process first: the reference results
         reference[name], row = measure(name, run, args.repeats, SerialExecutor())
         rows.append({**row, **rates(size, row), "unit": unit, "equal": True})
@@ -252,6 +269,8 @@ def main():
     for n_workers in (int(w) for w in args.workers.split(",")):
         ray.init(num_cpus=n_workers, include_dashboard=False, log_to_driver=False)
         warm_up(RayExecutor())
+        rows.append(task_overhead(args.overhead_tasks))
+        print(json.dumps(rows[-1]))
         for name, run, size, unit, same in plans:
             result, row = measure(name, run, args.repeats, RayExecutor())
             equal = bool(same(result, reference[name]))

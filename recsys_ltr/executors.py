@@ -133,13 +133,19 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
+@cache
+def _thread_pools():
+    """The BLAS/OpenMP pools of this worker process, found once (a scan costs ~1 ms per task)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def _run_task(fn, shared, task, threads):
     """Run one task in a worker on ``threads`` numba and BLAS threads; returns ``(result, pid,
     peak resident bytes, CPU seconds)``."""
-    from threadpoolctl import threadpool_limits
-
     start = time.process_time()
-    with task_threads(threads), threadpool_limits(threads):
+    with task_threads(threads), _thread_pools().limit(limits=threads):
         result = fn(shared, task)
     return result, os.getpid(), _peak_rss(), time.process_time() - start
 
