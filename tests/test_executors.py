@@ -155,6 +155,12 @@ def test_serialized_bytes_counts_array_buffers():
     assert serialized_bytes({"x": a, "y": a.copy()}) >= 16000
 
 
+def test_blocks_per_task_changes_nothing_in_process(data, model):
+    _, train, val, test = data
+    reference = evaluate(model, train, test, exclude=val, batch_size=9)
+    assert_same_evaluation(reference, evaluate(model, train, test, exclude=val, batch_size=9, blocks_per_task=5))
+
+
 def test_user_maps_in_process(data, model):
     blocks = list(map_user_blocks(user_sum, model, batch_size=64))
     assert [b.size for b, _ in blocks] == [64, 64, 64, 8]

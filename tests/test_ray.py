@@ -94,6 +94,7 @@ def test_evaluate_is_bit_identical(ray_executor, data, make):
     model = make().fit(train)
     for kwargs in (
         dict(batch_size=17),
+        dict(batch_size=7, blocks_per_task=4),
         dict(batch_size=1000, metrics=("ADG", "REC@5", "P@3", "MRR"), k=5, users=np.arange(0, 300, 3)),
     ):
         reference = evaluate(model, train, test, exclude=val, **kwargs)
@@ -110,6 +111,7 @@ def test_bad_input_fails_before_any_task_with_the_in_process_message(ray_executo
         dict(metrics=["XYZ"]),
         dict(k=10**6, metrics=["REC"]),
         dict(batch_size=0),
+        dict(blocks_per_task=0),
         dict(users=[10**6]),
         dict(exclude=test),
     ]
