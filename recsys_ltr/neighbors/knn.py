@@ -199,6 +199,9 @@ class KnnIndex:
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
 
+    def __reduce__(self):  # pickling (process pools, Ray's object store) rebuilds a checked index
+        return KnnIndex, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
+
 
 def _finite_vector(v, n, name, positive):
     v = np.array(v, dtype=np.float64)
