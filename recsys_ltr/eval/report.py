@@ -185,7 +185,17 @@ BEST_COLOUR, OTHER_COLOUR = "tab:orange", "tab:blue"
 
 
 def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "", error: str = "standard error") -> Path:
-    """Bar chart of one metric's means with ``error`` bars, as PNG.
+    """Bar chart of one metric's means with ``error`` bars, as PNG (:func:`metric_figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = metric_figure(summary, metric, title, error)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def metric_figure(summary: pd.DataFrame, metric: str, title: str = "", error: str = "standard error"):
+    """The matplotlib figure of :func:`plot_metric`.
 
     The y-axis starts at 0 (bar lengths compare), each bar is labelled with its mean, the best mean
     is highlighted and a legend says what the colours and error bars are; the title is wrapped to
@@ -219,9 +229,7 @@ def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "", error
     lines = [textwrap.fill(line, chars, break_on_hyphens=False) for line in (title or metric).split("\n")]
     ax.set_title("\n".join(lines), fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 1))  # the bottom tenth holds the legend
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return fig
 
 
 def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: str, meta: dict, metrics) -> list[Path]:
