@@ -26,8 +26,10 @@ def test_results_go_to_runs_by_default_and_one_fold_says_what_the_error_is(tmp_p
     assert (run / "standard" / "table.md").is_file() and list((run / "cache").glob("*.json"))
     caption = "mean (standard error over the test users of the single fold)"
     assert caption in out and "over 1 fold" not in out
-    assert (run / "standard" / "table.md").read_text().startswith(
-        "synthetic, standard protocol, 1 fold(s), quick budget: " + caption
+    assert (
+        (run / "standard" / "table.md")
+        .read_text()
+        .startswith("synthetic, standard protocol, 1 fold(s), quick budget: " + caption)
     )
     assert error_caption(3) == "standard error over 3 folds"
 

@@ -266,7 +266,11 @@ def _set(*keys_value):
         (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
         (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
         (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
-        (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress must be True, False or None"),
+        (
+            ItemKNN(k=3),
+            _set("params", "show_progress", "yes"),
+            "invalid parameters: show_progress must be True, False or None",
+        ),
         (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted state"),
