@@ -279,6 +279,34 @@ def test_download_failure_offline_and_manual_sets(fake_registry, monkeypatch):
         download("manual-set")
 
 
+def test_download_over_http_from_a_local_server(fake_registry):
+    """The real path: pooch's HTTP downloader (requests) against a server on localhost."""
+    import functools
+    import http.server
+    import threading
+
+    files, tmp = fake_registry
+    site = tmp / "site"
+    site.mkdir()
+    (site / "toy.zip").write_bytes(_zip({"toy/a.txt": files["a.txt"], "toy/b.txt": files["b.txt"]}))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        entry = _registry._registry()["toy"]
+        entry["sources"] = [
+            {"kind": "files", "url": base + "missing/"},
+            {"kind": "zip", "url": base + "toy.zip", "prefix": "toy/"},
+        ]
+        try:
+            folder = download("toy", data_dir=tmp / "over-http")
+        finally:
+            server.shutdown()
+    assert (folder / "a.txt").read_bytes() == files["a.txt"] and (folder / "b.txt").read_bytes() == files["b.txt"]
+    assert dataset_path("toy", "a.txt", data_dir=tmp / "over-http") == folder / "a.txt"
+
+
 def test_missing_files_and_search_dirs(fake_registry, monkeypatch):
     files, tmp = fake_registry
     assert _registry.missing_files("toy", data_dir=tmp / "data") == ["a.txt"]

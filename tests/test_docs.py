@@ -132,9 +132,10 @@ def test_rst_extraction_keeps_indentation_and_stops_at_dedent(tmp_path):
 def test_help_opens_with_our_docstring_without_metadata_routing():
     import pydoc
 
-    from recsys_ltr.models import ALS, EASE, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.models import ALS, BPR, EASE, KUNN, SLIM, ContentItemKNN, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.neighbors import ContentAffinity
 
-    for cls in (ItemKNN, UserKNN, KUNN, SLIM, RP3beta, EASE, ALS, Popularity):
+    for cls in (ItemKNN, UserKNN, KUNN, SLIM, RP3beta, EASE, ALS, BPR, Popularity, ContentItemKNN, ContentAffinity):
         head = pydoc.render_doc(cls, renderer=pydoc.plaintext).splitlines()[:8]
         assert any(cls.__doc__.splitlines()[0] in line for line in head), head
         requests = [n for n in dir(cls) if n.startswith("set_") and n.endswith("_request")]

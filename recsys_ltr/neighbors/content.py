@@ -34,6 +34,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -71,6 +72,10 @@ class ContentAffinity(BaseEstimator):
         The ``sigma^2`` used.
     n_items_ : int
     """
+
+    # F is the content itself, not metadata to route: no set_fit_request / set_transform_request
+    __metadata_request__fit = {"F": metadata_routing.UNUSED}
+    __metadata_request__transform = {"F": metadata_routing.UNUSED}
 
     def __init__(self, k=100, metric=None, bandwidth=None, num_threads=0, show_progress=None):
         self.k = k
