@@ -48,12 +48,13 @@ _EXAMPLES = (
 )
 
 
-def _paragraph(text: str, indent: str = "") -> str:
+def _paragraph(text: str, indent: str = "", hanging: str | None = None) -> str:
     """``text`` wrapped to the help width without breaking words at hyphens (model names)."""
     width = min(100, shutil.get_terminal_size().columns - 2)  # argparse's width, capped
     return textwrap.fill(
-        text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
-    )
+        text, width, initial_indent=indent, subsequent_indent=indent if hanging is None else hanging,
+        break_on_hyphens=False, break_long_words=False,
+    )  # fmt: skip
 
 
 def _epilog() -> str:
@@ -65,8 +66,7 @@ def _epilog() -> str:
     )
     width = max(map(len, METHODS))
     models = "\n".join(
-        _paragraph(f"{name:<{width}}  {m.description}", "  ").replace("\n  ", "\n  " + " " * (width + 2))
-        for name, m in METHODS.items()
+        _paragraph(f"{name:<{width}}  {m.description}", "  ", " " * (width + 4)) for name, m in METHODS.items()
     )
     return (
         f"examples:\n{examples}\n\ndata sets (--dataset):\n{data}\n\n"
