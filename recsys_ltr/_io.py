@@ -333,6 +333,8 @@ class Persistable:
         from .neighbors.affinity import Affinity
 
         for name, value in state.items():
+            if name not in self._state_attributes:
+                continue  # a nested estimator's (see _state_names), restored by the subclass
             spec = specs[name]
             if spec["type"] == "dense":
                 if value.dtype.kind == "b":

@@ -53,11 +53,13 @@ def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec
         for name, template, grid in AUTO_BASES:
             if isinstance(template, EASE) and shape[1] > template.max_items:
                 continue  # the dense solve does not fit: left out, as the CLI skips it
-            grid = tuple(g for g in grid if "k" not in g or g["k"] < shape[1 if template.item_based else 0] - 1) or (
-                {"k": min(shape) - 1},
-            )
+            template = clone(template).set_params(num_threads=num_threads)
+            k_max = min(shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
+            if "k" in template.get_params() and template.k > k_max:
+                template.set_params(k=k_max)
+            grid = tuple(g for g in grid if g.get("k", 0) <= k_max) or ({"k": k_max},)
             names.append(name)
-            specs.append(BaseSpec(clone(template).set_params(num_threads=num_threads), grid, None))
+            specs.append(BaseSpec(template, grid, None))
         return names, specs
     names, specs = [], []
     for base in bases:

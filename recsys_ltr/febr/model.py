@@ -338,11 +338,11 @@ class FEBR(Recommender):
     @property
     def _model_state(self):
         if self._stacked:
-            return ("linear_", *_CONTEXT_STATE, *_TREE_STATE)
+            return ("linear_", "tail_base_", *_CONTEXT_STATE, *_TREE_STATE)
         return (*(f"{s}_affinity_" for s in self._sides), "linear_")
 
     def _required_state(self):
-        return tuple(n for n in self._state_attributes if n not in _TREE_STATE) + ("tail_base_",) * self._stacked
+        return tuple(n for n in self._state_attributes if n not in _TREE_STATE)
 
     def _check_params(self):
         super()._check_params()
@@ -756,16 +756,12 @@ class FEBR(Recommender):
 
     def _state_names(self):
         names = super()._state_names()
-        if self._stacked:
-            names += ("tail_base_",)
         if self._stacked and isinstance(self.bases, (list, tuple)):
             for j, base in enumerate(self.bases):
                 names += tuple(f"base{j}__{n}" for n in base._state_names() if n != "user_items_")
         return names
 
-    def _load_state(self, state, specs):
-        own = {n: v for n, v in state.items() if "__" not in n}
-        super()._load_state(own, specs)
+    def _load_nested(self, state, specs):
         if not self._stacked:
             return
         if not isinstance(self.bases, (list, tuple)):
