@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["progress_enabled"]
+__all__ = ["progress", "progress_enabled"]
 
 
 def progress_enabled(show_progress) -> bool:
@@ -17,3 +17,10 @@ def progress_enabled(show_progress) -> bool:
     if not isinstance(show_progress, (bool, np.bool_)):
         raise TypeError(f"show_progress must be True, False or None (on in a terminal), got {show_progress!r}")
     return bool(show_progress)
+
+
+def progress(show_progress, **kwargs):
+    """A tqdm bar (a context manager) shown according to :func:`progress_enabled`."""
+    from tqdm.auto import tqdm
+
+    return tqdm(disable=not progress_enabled(show_progress), **kwargs)

@@ -12,6 +12,7 @@ from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.methods import METHODS, Method, get_method
 from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
 from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
+from recsys_ltr.febr import model as febr_model
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
@@ -94,11 +95,13 @@ def test_runner_picks_setting_on_validation(small):
 
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
-    original = runner.evaluate
-    monkeypatch.setattr(
-        "recsys_ltr.febr.model.FEBR._validation_adg",
-        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"],
-    )
+    original = febr_model.evaluate_checked
+
+    def spy(score, X, validation, *args, **kwargs):
+        seen.append(validation.nnz)
+        return original(score, X, validation, *args, **kwargs)
+
+    monkeypatch.setattr(febr_model, "evaluate_checked", spy)
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))
     assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives

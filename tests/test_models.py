@@ -388,7 +388,7 @@ def test_bad_inputs():
 def test_estimator_conventions_and_threads():
     D = feedback(13, 25, 12)
     model = KUNN(k=4, side="user", num_threads=1)
-    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": False}
+    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": None}
     assert clone(model.set_params(k=5)).k == 5
     one = model.fit(D).score(np.arange(25))
     two = clone(model).set_params(num_threads=2).fit(D).score(np.arange(25))

@@ -160,7 +160,7 @@ def _febr(side, affinity):
     secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
         f"FEBR{side}-{affinity}",
-        _model("FEBR", affinity=kind, side=side_name),
+        _model("FEBR", bases=None, affinity=kind, side=side_name, holdout=0.0, validation_fraction=0.0),
         "k",
         _both((50, 100), K_PAPER),
         secondary,

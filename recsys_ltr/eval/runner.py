@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from recsys_ltr import split
 from recsys_ltr._io import atomic_write
+from recsys_ltr._progress import progress_enabled
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
@@ -134,6 +135,8 @@ def _fitter(method, train, val, random_state, num_threads):
     def fit(params):
         t0 = time.perf_counter()
         model = method.build(**params, **extra)
+        if hasattr(model, "show_progress"):  # the run's bar counts units; the fits inside stay quiet
+            model.set_params(show_progress=False)
         model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
         return model, time.perf_counter() - t0
 
@@ -451,7 +454,7 @@ def run_experiment(
     cache_dir=None,
     read_cache=True,
     dataset="data",
-    show_progress=True,
+    show_progress=None,
     executor=None,
 ) -> Experiment:
     """Run every method on ``folds`` seeded splits of ``X``, one task per (method, fold) unit.
@@ -462,7 +465,8 @@ def run_experiment(
     the cache (:class:`UnitCache`) by this process as they finish, and unfinished units resume
     from their :class:`TrialLog` (written by the worker running the unit: on a multi-node
     cluster, put ``cache_dir`` on a file system every node shares for that).  ``dataset`` names
-    the data in cache keys (with a fingerprint of ``X``).
+    the data in cache keys (with a fingerprint of ``X``).  ``show_progress``: a bar over the
+    units (``None``: on when standard error is a terminal).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -498,7 +502,7 @@ def run_experiment(
         initial=len(units) - len(todo),
         desc=f"{dataset} {protocol}",
         unit="run",
-        disable=not show_progress,
+        disable=not progress_enabled(show_progress),
     )
     reported = set()
     arguments = partial(_UnitArguments, splits, budget, k, seed, cache=cache, resume=read_cache)

@@ -26,7 +26,9 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
+from .._progress import progress_enabled
 from .._validation import check_positive_int, check_random_state, check_real
 from ._base import MahalanobisMixin, check_dense
 
@@ -131,7 +133,10 @@ class GMML(MahalanobisMixin, BaseEstimator):
     random_state : int, Generator or None
         Seed of the pair sampling in :meth:`fit`.
     num_threads : int
-        BLAS threads of the eigendecompositions (0 = the library's default).
+        BLAS threads of the scatter products and eigendecompositions (0 = the library's default).
+    show_progress : bool or None
+        Progress bar over the two stages (scatter matrices, geometric mean), which take seconds
+        for thousands of features (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -141,12 +146,15 @@ class GMML(MahalanobisMixin, BaseEstimator):
         The symmetric positive definite Mahalanobis matrix ``M``.
     """
 
-    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0):
+    def __init__(
+        self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0, show_progress=None
+    ):
         self.regularization = regularization
         self.t = t
         self.num_constraints = num_constraints
         self.random_state = random_state
         self.num_threads = num_threads
+        self.show_progress = show_progress
 
     _state_attributes = ("components_",)
 
@@ -157,6 +165,7 @@ class GMML(MahalanobisMixin, BaseEstimator):
             check_positive_int(self.num_constraints, "num_constraints")
         check_random_state(self.random_state)
         check_positive_int(self.num_threads, "num_threads", minimum=0)
+        progress_enabled(self.show_progress)
 
     def fit(self, X, y):
         """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""
@@ -189,15 +198,23 @@ class GMML(MahalanobisMixin, BaseEstimator):
             raise ValueError("need at least one similar and one dissimilar pair")
         diff = A - B
         ds, dd = diff[similar], diff[~similar]
-        S, D = ds.T @ ds, dd.T @ dd
-        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(D))):
-            raise ValueError(
-                "the scatter matrices overflow: the data are too large in magnitude "
-                f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
-            )
-        reg = self.regularization * np.eye(A.shape[1])
-        with threadpool_limits(self.num_threads or None, user_api="blas"):
+        show = progress_enabled(self.show_progress)
+        with (
+            threadpool_limits(self.num_threads or None, user_api="blas"),
+            tqdm(total=2, desc="GMML", unit="stage", disable=not show) as bar,
+        ):
+            bar.set_postfix_str("scatter matrices")
+            S, D = ds.T @ ds, dd.T @ dd
+            if not (np.all(np.isfinite(S)) and np.all(np.isfinite(D))):
+                raise ValueError(
+                    "the scatter matrices overflow: the data are too large in magnitude "
+                    f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
+                )
+            bar.update()
+            bar.set_postfix_str("geometric mean")
+            reg = self.regularization * np.eye(A.shape[1])
             self.components_ = gmml_components(S + reg, D + reg, float(self.t))
+            bar.update()
         self.n_features_in_ = A.shape[1]
         return self
 

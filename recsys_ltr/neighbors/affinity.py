@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_enabled
 from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
 from .knn import _self_knn, check_block_size, check_k, side_matrix, truncate_rows
 from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
@@ -164,20 +165,21 @@ def _has_duplicates(M) -> bool:
 
 
 def cosine_affinity(
-    X, k_max, *, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
+    X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> Affinity:
-    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3).
+    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
+    a bar over blocks of rows (``None``: on in a terminal).
 
     With ``executor`` (:mod:`recsys_ltr.executors`), each task computes the neighbours of
     ``block_size`` rows against the whole matrix (:func:`~recsys_ltr.neighbors.knn_query`); the
     affinity is the same, bit for bit, on every executor.
     """
-    X, block_size = check_feedback(X), check_block_size(block_size)
+    X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
     return _cosine_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
 def kunn_affinity(
-    X, k_max, *, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
+    X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> Affinity:
     """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
 
@@ -185,7 +187,7 @@ def kunn_affinity(
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
     ``executor`` and ``block_size`` as in :func:`cosine_affinity`.
     """
-    X, block_size = check_feedback(X), check_block_size(block_size)
+    X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
     return _kunn_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
@@ -243,7 +245,7 @@ def kunn_weights(M) -> np.ndarray:
     return 1.0 / np.sqrt(kunn_counts(M.T.tocsr()))
 
 
-def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False) -> Affinity:
+def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=None) -> Affinity:
     """SLIM (``k=None``) or fsSLIM (``k`` cosine neighbours) item affinity ``A = W^T``.
 
     The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
@@ -258,7 +260,7 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
         max_iter=max_iter,
         tol=tol,
         num_threads=num_threads,
-        show_progress=show_progress,
+        show_progress=progress_enabled(show_progress),
     )
 
 
@@ -283,7 +285,7 @@ def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thr
 
 
 def rp3beta_affinity(
-    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=False, executor=None, block_size=None
+    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> Affinity:
     """RP3β item affinity ``A = W^T`` (``W``: ``k`` targets per source item, rows l1-normalised).
 
@@ -304,6 +306,7 @@ def rp3beta_affinity(
     """
     X, block_size = check_feedback(X), check_block_size(block_size)
     alpha, beta = check_rp3beta_params(alpha, beta)
+    show_progress = progress_enabled(show_progress)
     return _rp3beta_affinity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 from tqdm.auto import tqdm
 
+from .._progress import progress_enabled
 from .._topk import BLOCK_FLOATS, N_BUCKETS, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
@@ -203,7 +204,10 @@ class KnnIndex:
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
 
-    def __reduce__(self):  # pickled as its arrays (Ray stores them out of band, read zero-copy)
+    def __reduce__(self):
+        # pickled as its arrays, rebuilt without a validation pass: the constructor would copy them,
+        # and a worker reading the index zero-copy from Ray's object store must not (a pickle is
+        # trusted anyway: unpickling can run any code)
         return KnnIndex.trusted, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
 
 
@@ -268,7 +272,7 @@ def knn_query(
     *,
     query_scale=None,
     num_threads=0,
-    show_progress=False,
+    show_progress=None,
     desc="KNN",
     executor=None,
     block_size=None,
@@ -294,8 +298,8 @@ def knn_query(
         cosine); the similarity is ``q_a s_b sum_f Q_af M_bf w_f`` with ``s_b`` the index's scale.
     num_threads : int
         numba threads, 0 = all (in a worker task: its share).
-    show_progress : bool
-        tqdm bar over blocks of rows.
+    show_progress : bool or None
+        tqdm bar over blocks of rows (``None``: on when standard error is a terminal).
     executor : Executor or {"serial", "processes", "ray"}, optional
         Where blocks of query rows are searched (:mod:`recsys_ltr.executors`; default in this
         process).  The index and the queries are shipped once; each task runs the kernel on a
@@ -320,6 +324,7 @@ def knn_query(
     self_ids = _check_query_ids(query_ids, Q.shape[0], index.n_rows)
     query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
     block_size = check_block_size(block_size)
+    show_progress = progress_enabled(show_progress)
     return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale, executor, block_size)
 
 
@@ -433,7 +438,7 @@ def _stack_rows(pieces, n_cols) -> sp.csr_matrix:
 
 
 def weighted_cosine_knn(
-    M, k, weights=None, *, queries=None, query_ids=None, num_threads=0, show_progress=False, desc="KNN"
+    M, k, weights=None, *, queries=None, query_ids=None, num_threads=0, show_progress=None, desc="KNN"
 ):
     """The ``k`` most similar rows of the binary matrix ``M`` for every row (or query row).
 
@@ -471,7 +476,7 @@ def weighted_cosine_knn(
         if query_ids is None
         else _check_query_ids(query_ids, M.shape[0], M.shape[0])
     )
-    return _knn_query(index, M, k, ids, num_threads, show_progress, desc)
+    return _knn_query(index, M, k, ids, num_threads, progress_enabled(show_progress), desc)
 
 
 def _self_knn(
@@ -494,7 +499,7 @@ def inverse_sqrt(counts):
     return np.divide(1.0, np.sqrt(counts), out=np.zeros_like(counts), where=counts > 0)
 
 
-def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
+def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=None):
     """Item-item (``side="item"``) or user-user cosine KNN of a feedback matrix.
 
     ``cos(i, j) = |users(i) & users(j)| / sqrt(c(i) c(j))``; returns the ``n x n`` CSR
@@ -502,7 +507,7 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
     """
     M = side_matrix(check_feedback(X), side)
     k = check_k(k, M.shape[0], f"{side}s")
-    return _self_knn(M, k, num_threads=num_threads, show_progress=show_progress, desc=f"{side} KNN")
+    return _self_knn(M, k, num_threads=num_threads, show_progress=progress_enabled(show_progress), desc=f"{side} KNN")
 
 
 def side_matrix(X, side):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_enabled
 from .._validation import check_feedback, check_real
 from .knn import _knn_index, _knn_query, check_block_size, check_k, truncate_rows
 
@@ -52,7 +53,7 @@ def _powers(counts, exponent):
 
 
 def rp3beta_similarity(
-    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=False, executor=None, block_size=None
+    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> sp.csr_matrix:
     """The ``k`` largest RP3β similarities ``S_ij`` of every source item ``i`` (module docstring).
 
@@ -66,8 +67,8 @@ def rp3beta_similarity(
         Exponent of the transition probabilities and of the arrival item's popularity.
     num_threads : int
         numba threads (0 = all); the result does not depend on it.
-    show_progress : bool
-        Progress bar over blocks of items.
+    show_progress : bool or None
+        Progress bar over blocks of items (``None``: on when standard error is a terminal).
     executor, block_size :
         Where blocks of source items are computed, and their size
         (:func:`recsys_ltr.neighbors.knn_query`); the result does not depend on them.
@@ -81,6 +82,7 @@ def rp3beta_similarity(
     X, block_size = check_feedback(X), check_block_size(block_size)
     k = check_k(k, X.shape[1], "items")
     alpha, beta = check_rp3beta_params(alpha, beta)
+    show_progress = progress_enabled(show_progress)
     return _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 
