@@ -7,7 +7,7 @@ with the validation positives excluded from the candidates.  The novelty protoco
 and test items only outside the ``exclude_top`` most popular items.
 
 One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
-processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
+processes or on Ray: ``recsys_ltr.executors``), and each finished unit is cached as one JSON
 file (test metrics, per-user values, tuning trace) keyed by everything that determines it.  While
 a unit is tuned, every finished setting is logged next to it (:class:`TrialLog`), so an
 interrupted run resumes at the next setting, not at the unit's start.
@@ -459,7 +459,7 @@ def run_experiment(
 ) -> Experiment:
     """Run every method on ``folds`` seeded splits of ``X``, one task per (method, fold) unit.
 
-    The units run on ``executor`` (:func:`unit_executor`: in this process by default, in ``jobs``
+    The units run on ``executor`` (``unit_executor``: in this process by default, in ``jobs``
     local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
     finished units are read from (unless ``read_cache`` is false: recompute all) and written to
     the cache (:class:`UnitCache`) by this process as they finish, and unfinished units resume
