@@ -13,6 +13,8 @@ import pytest
 from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 
 from recsys_ltr._validation import check_num_threads, numba_threads, task_threads
+from recsys_ltr.eval.methods import METHODS, Method
+from recsys_ltr.eval.runner import run_experiment
 from recsys_ltr.executors import (
     EXECUTORS,
     Executor,
@@ -27,7 +29,7 @@ from recsys_ltr.executors import (
     serialized_bytes,
 )
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ItemKNN
+from recsys_ltr.models import ItemKNN, Popularity
 from recsys_ltr.neighbors import cosine_affinity
 
 
@@ -172,6 +174,40 @@ def test_user_maps_in_process(data, model):
 
 def user_sum(model, users):
     return users * 2
+
+
+class RecordingExecutor(SerialExecutor):
+    """In-process executor that records the tasks of every map and whether it was closed."""
+
+    def __init__(self):
+        super().__init__()
+        self.maps, self.closed = [], False
+
+    def _map(self, fn, tasks, shared):
+        tasks = list(tasks)
+        self.maps.append(tasks)
+        return super()._map(fn, tasks, shared)
+
+    def close(self):
+        self.closed = True
+
+
+def test_stacking_units_run_on_the_executor_after_their_bases(data, monkeypatch):
+    seen = []
+
+    def stacked(bases, **params):
+        seen.append([b.get_params()["k"] for b in bases])
+        return Popularity()
+
+    monkeypatch.setitem(METHODS, "stack-pop", Method("stack-pop", stacked, stack_on=("item-p",)))
+    ex = RecordingExecutor()
+    exp = run_experiment(data[0], ["stack-pop", "popularity"], folds=2, executor=ex, show_progress=False)
+    bases, stacking = ex.maps  # one executor, one map per wave
+    assert sorted(bases) == sorted((m, f) for m in ("item-p", "popularity") for f in (0, 1))
+    assert stacking == [("stack-pop", 0), ("stack-pop", 1)] and not ex.closed
+    chosen = {(r.params["k"],) for r in exp.results if r.method == "item-p"}  # the fold's tuned base
+    assert seen and set(map(tuple, seen)) <= chosen
+    assert [r.method for r in exp.results] == ["item-p", "stack-pop", "popularity"] * 2
 
 
 # ----------------------------------------------------------------------------- local processes
