@@ -1,7 +1,9 @@
 """Where independent tasks run: in this process, in local worker processes, or on a Ray cluster.
 
 The package's large jobs split into independent tasks that share one big read-only input:
-scoring or evaluating blocks of users against one fitted model, building the neighbours of blocks
+scoring, evaluating or extracting FEBR's features of blocks of users against one fitted model
+(:func:`score_users`, :func:`recommend_users`, :func:`febr_features`, ``evaluate(executor=)``),
+building the neighbours of blocks
 of items against one indexed matrix, running the (method, fold) units of the benchmark grid on one
 set of splits.  An :class:`Executor` runs such a job: ``executor.map(fn, tasks, shared)`` calls
 ``fn(shared, task)`` for every task and yields ``(position, result)`` pairs *as tasks finish*, so
@@ -76,6 +78,7 @@ __all__ = [
     "TaskStats",
     "check_executor",
     "executor_scope",
+    "febr_features",
     "get_executor",
     "map_user_blocks",
     "recommend_all",
@@ -594,6 +597,34 @@ def recommend_all(model, users=None, N=10, **kwargs):
     return ids, scores
 
 
+def febr_features(model, users=None, *, batch_size=None, executor=None, show_progress=False):
+    """FEBR's features of blocks of training users, yielded as ``(user_ids, features)`` when each
+    block finishes; the fitted model is shipped once and each task extracts one block.
+
+    ``features`` is :meth:`FEBR.head_features <recsys_ltr.febr.FEBR.head_features>` ``(user_ids)``
+    for stacked features -- ``(indptr, items, phi)``, the features of every pair of each user's
+    head (the items the scorer ranks; the bases score every item to find it) -- and
+    :meth:`FEBR.transform <recsys_ltr.febr.FEBR.transform>` ``(user_ids)`` for the dissertation's
+    features: a ``(B, n_items, n_features)`` array, every item of every user of the block.
+
+    The default ``batch_size`` bounds a task's dense arrays (the bases' ``n_bases`` rows of scores
+    per user, or the ``n_items x n_features`` features per user) to about
+    :data:`recsys_ltr.metrics.DEFAULT_BLOCK_BYTES`.  See :func:`map_user_blocks` for the other
+    arguments.
+    """
+    from recsys_ltr.febr import FEBR
+
+    if not isinstance(model, FEBR):
+        raise TypeError(f"model must be a fitted FEBR, got {type(model).__name__}")
+    users, n_items = _check_model_users(model, users, "users")
+    stacked = hasattr(model, "bases_")
+    width = len(model.bases_) if stacked else len(model.feature_names_)
+    batch_size = max(1, _batch_size(None, n_items) // width) if batch_size is None else _batch_size(batch_size, n_items)
+    fn = partial(_method_block, method="head_features" if stacked else "transform")
+    stream = _user_stream(fn, model, users, batch_size, executor, show_progress)
+    return ((block, result) for _, block, result in stream)
+
+
 def _recommend_stream(
     model,
     users,
@@ -616,7 +647,8 @@ def _recommend_stream(
         step = max(1, _topk.BLOCK_FLOATS // n_items)
         batch_size = step * max(1, _batch_size(None, n_items) // step)
     fn = partial(
-        _recommend_block,
+        _method_block,
+        method="recommend",
         N=N,
         filter_already_liked_items=filter_already_liked_items,
         filter_items=filter_items,
@@ -685,5 +717,5 @@ def _score_block(model, users, reduce=None):
     return scores if reduce is None else reduce(users, scores)
 
 
-def _recommend_block(model, users, **kwargs):
-    return model.recommend(users, **kwargs)
+def _method_block(model, users, *, method, **kwargs):
+    return getattr(model, method)(users, **kwargs)

@@ -23,13 +23,15 @@ from recsys_ltr.executors import (
     SerialExecutor,
     check_executor,
     executor_scope,
+    febr_features,
     get_executor,
     map_user_blocks,
     recommend_all,
     serialized_bytes,
 )
+from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ItemKNN, Popularity
+from recsys_ltr.models import ItemKNN, Popularity, UserKNN
 from recsys_ltr.neighbors import cosine_affinity
 
 
@@ -174,6 +176,65 @@ def test_user_maps_in_process(data, model):
 
 def user_sum(model, users):
     return users * 2
+
+
+@pytest.fixture(scope="module")
+def stacked_febr(data):
+    _, train, val, _ = data
+    bases = [ItemKNN(k=15), UserKNN(k=15)]
+    kw = dict(candidates=12, iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    return FEBR(bases=bases, **kw).fit(train, validation=val)
+
+
+def brute_head(model, u):
+    """The union of each base's ``candidates`` best unseen items (score, then popularity, then id)."""
+    seen = set(model.user_items_[u].indices)
+    popularity = np.bincount(model.user_items_.indices, minlength=model.n_items_)
+    head = set()
+    for base in model.bases_:
+        s = base.score(np.array([u]))[0]
+        order = sorted((i for i in range(model.n_items_) if i not in seen), key=lambda i: (-s[i], -popularity[i], i))
+        head.update(order[: model.candidates])
+    return sorted(head)
+
+
+def test_febr_features_are_the_heads_block_by_block(stacked_febr):
+    m = stacked_febr
+    blocks = list(febr_features(m, batch_size=37))
+    assert [b.size for b, _ in blocks] == [37] * 5 + [15]
+    whole = m.head_features(np.arange(m.n_users_))
+    offset = 0
+    for block, (_, items, phi) in blocks:  # a block's heads do not depend on its other users
+        np.testing.assert_array_equal(items, whole[1][whole[0][block[0]] : whole[0][block[-1] + 1]])
+        np.testing.assert_array_equal(phi, whole[2][offset : offset + items.size])
+        offset += items.size
+    indptr, items, phi = whole
+    assert phi.shape == (items.size, len(m.feature_names_))
+    for u in (0, 1, 57, 199):
+        head = items[indptr[u] : indptr[u + 1]]
+        assert head.tolist() == brute_head(m, u)
+        raw = [(m.bases_[b].score(np.array([u]))[0][head] - m.context_mean_[b]) / m.context_scale_[b] for b in (0, 1)]
+        np.testing.assert_allclose(phi[indptr[u] : indptr[u + 1], [0, 3]], np.array(raw).T, rtol=1e-12)
+        np.testing.assert_array_equal(
+            phi[indptr[u] : indptr[u + 1], m.feature_names_.index("pop")], m.context_pop_[head]
+        )
+
+
+def test_febr_features_of_the_dissertation_and_bad_input(data, stacked_febr):
+    _, train, val, _ = data
+    kw = dict(iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    m = FEBR(bases=None, affinity="cosine", k=10, **kw).fit(train, validation=val)
+    blocks = list(febr_features(m, users=[5, 3, 8], batch_size=2))
+    assert [b.tolist() for b, _ in blocks] == [[5, 3], [8]]
+    np.testing.assert_array_equal(np.concatenate([f for _, f in blocks]), m.transform([5, 3, 8]))
+    with pytest.raises(ValueError, match="head_features gives stacked features"):
+        m.head_features([0])
+    with pytest.raises(TypeError, match="model must be a fitted FEBR"):
+        febr_features(Popularity().fit(train))
+    with pytest.raises(ValueError, match="out of range|users"):
+        febr_features(stacked_febr, users=[10_000])
+    with pytest.raises(ValueError, match="unknown executor"):
+        febr_features(stacked_febr, executor="dask")
 
 
 class RecordingExecutor(SerialExecutor):

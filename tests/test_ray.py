@@ -21,7 +21,15 @@ from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 from recsys_ltr._validation import check_num_threads
 from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.runner import run_experiment
-from recsys_ltr.executors import RayExecutor, map_user_blocks, recommend_all, recommend_users, score_users
+from recsys_ltr.executors import (
+    RayExecutor,
+    febr_features,
+    map_user_blocks,
+    recommend_all,
+    recommend_users,
+    score_users,
+)
+from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN, Popularity, RP3beta, UserKNN
 from recsys_ltr.neighbors import cosine_affinity, knn_index, knn_query, kunn_affinity, rp3beta_affinity
@@ -189,6 +197,29 @@ def test_score_and_generic_user_maps(ray_executor, item_knn):
     assert np.array_equal(block, users) and np.array_equal(scores, item_knn.score(users))
     got = {b[0]: r for b, r in map_user_blocks(first_item, item_knn, batch_size=100, executor=ray_executor)}
     assert sorted(got) == [0, 100, 200] and np.array_equal(got[100], first_item(item_knn, np.array([100])))
+
+
+# ----------------------------------------------------------------------------- FEBR
+@pytest.mark.parametrize(
+    "features", [dict(bases=[ItemKNN(k=15), UserKNN(k=10)], candidates=12), dict(bases=None, affinity="cosine", k=10)]
+)
+def test_febr_features_and_evaluation_match_in_process(ray_executor, data, features):
+    _, train, val, test = data
+    kw = dict(iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    model = FEBR(**features, **kw).fit(train, validation=val)
+    reference = list(febr_features(model, batch_size=40))
+    got = sorted(febr_features(model, batch_size=40, executor=ray_executor), key=lambda bf: bf[0][0])
+    assert len(got) == len(reference) == 8
+    for (block, features), (ref_block, ref) in zip(got, reference):
+        assert np.array_equal(block, ref_block)
+        assert all(np.array_equal(f, r) for f, r in zip(parts(features), parts(ref), strict=True))
+    evaluated = evaluate(model, train, test, exclude=val, batch_size=50)
+    assert_same_evaluation(evaluated, evaluate(model, train, test, exclude=val, batch_size=50, executor=ray_executor))
+
+
+def parts(features):
+    """The arrays of a block's features: ``(indptr, items, phi)`` of stacked FEBR, the dense array else."""
+    return features if isinstance(features, tuple) else (features,)
 
 
 # ----------------------------------------------------------------------------- affinities
