@@ -25,8 +25,13 @@ Workloads
   synthetic matrix (all of them take hours on 2 cores); throughput in users/s.
 * ``overhead``: ``--overhead-tasks`` no-op tasks through ``RayExecutor.map`` (the per-task cost of
   submission, scheduling and result; in each Ray session only).
-* ``febr``: FEBR's sharded feature extraction -- a marked hook (:func:`febr_workload`) that raises
-  until the base-model stacking version of FEBR lands; run it with ``--febr``.
+* ``febr`` (on the data sets of ``--febr-on``, default gowalla): a stacked FEBR over item-p and
+  user-p (``ItemKNN(k)``, ``UserKNN(k)``; ``--febr-iterations`` OPT-ADG samples, fitted once in
+  this process on the same split, fit seconds in the header), then its full-ranking evaluation of
+  the same test users and its feature extraction (:func:`recsys_ltr.executors.febr_features`: the
+  features of every pair of every user's head, the bases scoring every item) for those users;
+  throughput in users/s.  The features are not gathered: the driver hashes each block as it
+  arrives (equality with in-process is checked on the hashes).
 
 Each workload runs in this process (numba on 2 threads) and on Ray with 1 and 2 workers (a local
 instance started with ``num_cpus`` 1, then 2; one task per CPU, one numba thread per task).  The
@@ -50,6 +55,7 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
     os.environ.setdefault(_var, "2")
 
 import argparse
+import hashlib
 import json
 import resource
 import time
@@ -59,9 +65,10 @@ import scipy.sparse as sp
 
 from recsys_ltr import datasets, split
 from recsys_ltr._validation import check_feedback
-from recsys_ltr.executors import RayExecutor, SerialExecutor
+from recsys_ltr.executors import RayExecutor, SerialExecutor, febr_features
+from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ItemKNN
+from recsys_ltr.models import ItemKNN, UserKNN
 from recsys_ltr.neighbors import cosine_affinity
 
 THREADS = 2
@@ -116,19 +123,6 @@ def calibrated_matrix(X, target_nnz, seed=0):
 
 
 # ------------------------------------------------------------------------------ workloads
-def febr_workload(model, train, test, val, executor):
-    """FEBR's feature extraction for all items of all users, sharded over users.
-
-    HOOK, not measured yet: FEBR's feature extraction (``recsys_ltr/febr/``) is being rewritten to
-    stack base models; once it lands, this runs it through
-    :func:`recsys_ltr.executors.map_user_blocks` like the evaluation below.
-    """
-    raise NotImplementedError(
-        "FEBR's sharded feature extraction is not benchmarked yet: recsys_ltr/febr/ is being "
-        "rewritten (base-model stacking); plug its extractor into recsys_ltr.executors.map_user_blocks here"
-    )
-
-
 def describe(X) -> dict:
     """Shape, positives, degree moments and the cosine kernel's work ``sum_u deg(u)^2``."""
     du, di = np.diff(X.indptr), np.bincount(X.indices, minlength=X.shape[1])
@@ -182,8 +176,9 @@ def executor_label(executor):
     return "in-process" if isinstance(executor, SerialExecutor) else f"ray x{executor.parallelism}"
 
 
-def workloads(name, X, k, eval_users, seed):
-    """The (name, run, size, unit, check) of the workloads on data set ``name``."""
+def workloads(name, X, k, eval_users, seed, febr_iterations=None):
+    """The (name, run, size, unit, check) of the workloads on data set ``name`` (with FEBR's when
+    ``febr_iterations`` is given)."""
     train, val, test = next(split.folds(X, n_folds=1, val=0.1, test=0.2, seed=seed))
     model = ItemKNN(k=k, num_threads=THREADS).fit(train)
     users = np.flatnonzero(np.diff(test.indptr))
@@ -193,19 +188,56 @@ def workloads(name, X, k, eval_users, seed):
     def cosine(executor):
         return cosine_affinity(X, k, num_threads=THREADS, executor=executor).matrix
 
-    def full_ranking(executor):
-        return evaluate(model, train, test, exclude=val, users=users, num_threads=THREADS, executor=executor)
+    def full_ranking(model):
+        return lambda executor: evaluate(
+            model, train, test, exclude=val, users=users, num_threads=THREADS, executor=executor
+        )
 
-    def same_csr(a, b):
-        return all(np.array_equal(getattr(a, p), getattr(b, p)) for p in ("indptr", "indices", "data"))
-
-    def same_evaluation(a, b):
-        return all(np.array_equal(a.per_user[m], b.per_user[m]) for m in a.per_user)
-
-    return [
+    plans = [
         (f"{name} item cosine top-{k}", cosine, X.shape[1], "items/s", same_csr),
-        (f"{name} item-p evaluate ({users.size:,} users)", full_ranking, users.size, "users/s", same_evaluation),
+        (f"{name} item-p evaluate ({users.size:,} users)", full_ranking(model), users.size, "users/s", same_evaluation),
     ]
+    if febr_iterations is None:
+        return plans
+    febr = fit_febr(train, val, k, febr_iterations)
+
+    def features(executor):
+        return {block[0]: digest(f) for block, f in febr_features(febr, users, executor=executor)}
+
+    return plans + [
+        (f"{name} FEBR evaluate ({users.size:,} users)", full_ranking(febr), users.size, "users/s", same_evaluation),
+        (f"{name} FEBR features ({users.size:,} users)", features, users.size, "users/s", lambda a, b: a == b),
+    ]
+
+
+def fit_febr(train, val, k, iterations):
+    """Stacked FEBR over item-p and user-p, fitted in this process (the fit is not distributed)."""
+    t0 = time.perf_counter()
+    bases = [ItemKNN(k=k, num_threads=THREADS), UserKNN(k=k, num_threads=THREADS)]
+    febr = FEBR(bases=bases, iterations=iterations, random_state=0, num_threads=THREADS, show_progress=False)
+    febr.fit(train, validation=val)
+    print(
+        json.dumps(
+            {"febr_fit_seconds": round(time.perf_counter() - t0, 1), "febr_params": febr.get_params()}, default=str
+        )
+    )
+    return febr
+
+
+def digest(features) -> str:
+    """sha1 of a block's feature arrays (stacked: indptr, items, phi)."""
+    h = hashlib.sha1()
+    for part in features if isinstance(features, tuple) else (features,):
+        h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()
+
+
+def same_csr(a, b):
+    return all(np.array_equal(getattr(a, p), getattr(b, p)) for p in ("indptr", "indices", "data"))
+
+
+def same_evaluation(a, b):
+    return all(np.array_equal(a.per_user[m], b.per_user[m]) for m in a.per_user)
 
 
 def no_op(shared, task):
@@ -220,11 +252,16 @@ def task_overhead(n_tasks) -> dict:
     return {**row, **rates(n_tasks, row), "unit": "tasks/s", "equal": True}
 
 
-def warm_up(executor):
-    """Import the package and load (or compile) the kernels in every worker of ``executor``."""
-    X = datasets.make_synthetic(n_users=400, n_items=300, seed=0).matrix
-    for _, run, *_ in workloads("warm-up", X, 10, 0, 0):
+def warm_up(executor, plans):
+    """Import the package and load (or compile) the kernels in every worker of ``executor`` by
+    running the small ``plans`` (:func:`warm_up_plans`)."""
+    for _, run, *_ in plans:
         run(executor)
+
+
+def warm_up_plans(febr: bool):
+    X = datasets.make_synthetic(n_users=400, n_items=300, seed=0).matrix
+    return workloads("warm-up", X, 10, 0, 0, 2000 if febr else None)
 
 
 def main():
@@ -237,7 +274,10 @@ def main():
     parser.add_argument("--workers", default="1,2", help="Ray worker counts")
     parser.add_argument("--only", choices=("gowalla", "synthetic", "overhead"), help="one data set, or no data")
     parser.add_argument("--overhead-tasks", type=int, default=2000, help="no-op tasks timed per Ray session")
-    parser.add_argument("--febr", action="store_true", help="run the FEBR hook (raises until FEBR's rewrite lands)")
+    parser.add_argument(
+        "--febr-on", default="gowalla", help="data sets of the FEBR workloads (comma-separated; '' for none)"
+    )
+    parser.add_argument("--febr-iterations", type=int, default=200_000, help="OPT-ADG samples of the FEBR fit")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
 
@@ -253,13 +293,14 @@ def main():
     for name, X, _ in suites:
         header[name] = describe(X)
     print(json.dumps(header, indent=1))
-    if args.febr:
-        febr_workload(None, None, None, None, None)
-
-    plans = [w for name, X, n_eval in suites for w in workloads(name, X, args.k, n_eval, 0)]
+    febr_on = set(filter(None, args.febr_on.split(",")))
+    plans = []
+    for name, X, n_eval in suites:
+        plans += workloads(name, X, args.k, n_eval, 0, args.febr_iterations if name in febr_on else None)
     rows, reference = [], {}
+    warm = warm_up_plans(bool(febr_on & {name for name, _, _ in suites}))
     if plans:
-        warm_up(SerialExecutor())
+        warm_up(SerialExecutor(), warm)
     for name, run, size, unit, _ in plans:  # in-process first: the reference results
         reference[name], row = measure(name, run, args.repeats, SerialExecutor())
         rows.append({**row, **rates(size, row), "unit": unit, "equal": True})
@@ -268,7 +309,7 @@ def main():
 
     for n_workers in (int(w) for w in args.workers.split(",")):
         ray.init(num_cpus=n_workers, include_dashboard=False, log_to_driver=False)
-        warm_up(RayExecutor())
+        warm_up(RayExecutor(), warm)
         rows.append(task_overhead(args.overhead_tasks))
         print(json.dumps(rows[-1]))
         for name, run, size, unit, same in plans:
