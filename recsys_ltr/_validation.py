@@ -393,7 +393,7 @@ _TASK_THREADS = None
 
 def check_num_threads(num_threads) -> int:
     """Validate a ``num_threads`` parameter; 0 means all cores numba sees.  Inside a worker task of
-    ``recsys_ltr.executors`` every count is capped at the task's share of the CPUs
+    :mod:`recsys_ltr.executors` every count is capped at the task's share of the CPUs
     (:func:`task_threads`), whatever the estimator was configured with."""
     import numba
 

@@ -156,7 +156,7 @@ def _run_task(fn, shared, task, threads):
 class Executor:
     """Runs ``fn(shared, task)`` for a list of tasks (see the module docstring).
 
-    Subclasses implement :meth:`_map`; ``fn`` must be picklable by reference (a module-level
+    Subclasses implement ``_map``; ``fn`` must be picklable by reference (a module-level
     function or a ``functools.partial`` of one) for the worker executors.
     """
 
@@ -263,7 +263,7 @@ def _process_task(fn, task, threads):
 
 
 class ProcessExecutor(_WorkerExecutor):
-    """Tasks in ``n_workers`` spawned local processes (one pool per :meth:`map`).
+    """Tasks in ``n_workers`` spawned local processes (one pool per :meth:`~Executor.map`).
 
     Parameters
     ----------

@@ -37,7 +37,7 @@ item minus the preceding non-candidates; for users with many, one binary-search 
 catalogue against their sorted test items that skips the non-candidates, O(n_items log m)
 (:mod:`recsys_ltr._ranking`).  Scores are requested in
 bounded user batches, which can run as tasks of an executor -- local processes or Ray
-(``recsys_ltr.executors``) -- with the same per-user values, bit for bit.
+(:mod:`recsys_ltr.executors`) -- with the same per-user values, bit for bit.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def evaluate(
     show_progress : bool
         Show a progress bar over blocks.
     executor : Executor or {"serial", "processes", "ray"}, optional
-        Where the blocks are scored and ranked (``recsys_ltr.executors``; default in this
+        Where the blocks are scored and ranked (:mod:`recsys_ltr.executors`; default in this
         process).  The scorer is shipped once; each task carries one block of users with their
         train, test and exclude rows, and only its rows of the metric table come back.  Every
         per-user value is the same, bit for bit, on every executor.  The arguments are checked

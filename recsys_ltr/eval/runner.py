@@ -7,7 +7,7 @@ with the validation positives excluded from the candidates.  The novelty protoco
 and test items only outside the ``exclude_top`` most popular items.
 
 One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
-processes or on Ray: ``recsys_ltr.executors``), and each finished unit is cached as one JSON
+processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
 file (test metrics, per-user values, tuning trace) keyed by everything that determines it.  While
 a unit is tuned, every finished setting is logged next to it (:class:`TrialLog`), so an
 interrupted run resumes at the next setting, not at the unit's start.

@@ -624,7 +624,9 @@ class FEBR(Recommender):
 
     def _base_scores(self, rows, ids, recalculate):
         """``(B, n_bases, n_items)`` scores of the bases for the users ``ids`` (``rows``: their interactions)."""
-        return np.stack([np.asarray(b._score_rows(rows, ids, recalculate), dtype=np.float64) for b in self.bases_], axis=1)
+        return np.stack(
+            [np.asarray(b._score_rows(rows, ids, recalculate), dtype=np.float64) for b in self.bases_], axis=1
+        )
 
     def _stacked_scores(self, rows, ids, recalculate):
         """Scores of every item for the users ``ids`` (``rows``: their interactions): the head of

@@ -170,7 +170,7 @@ def cosine_affinity(
     """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
     a bar over blocks of rows (``None``: on in a terminal).
 
-    With ``executor`` (``recsys_ltr.executors``), each task computes the neighbours of
+    With ``executor`` (:mod:`recsys_ltr.executors`), each task computes the neighbours of
     ``block_size`` rows against the whole matrix (:func:`~recsys_ltr.neighbors.knn_query`); the
     affinity is the same, bit for bit, on every executor.
     """

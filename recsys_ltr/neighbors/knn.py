@@ -301,7 +301,7 @@ def knn_query(
     show_progress : bool or None
         tqdm bar over blocks of rows (``None``: on when standard error is a terminal).
     executor : Executor or {"serial", "processes", "ray"}, optional
-        Where blocks of query rows are searched (``recsys_ltr.executors``; default in this
+        Where blocks of query rows are searched (:mod:`recsys_ltr.executors`; default in this
         process).  The index and the queries are shipped once; each task runs the kernel on a
         range of query rows against the whole index and returns the neighbours of those rows
         only.  The result is the same, bit for bit, on every executor.
