@@ -2,8 +2,11 @@
 :mod:`recsys_ltr.query_metrics` (NDCG@k with graded gains, MAP).
 
 * :class:`LGMML` -- localized geometric mean metrics (Su, King & Lyu, SIGIR 2017).
+* :class:`ListMLE`, :class:`ListNet` -- linear listwise learners (Xia et al. 2008; Cao et al. 2007).
 """
 
+from ._base import QueryRanker, check_query_data
 from .lgmml import LGMML
+from .listwise import ListMLE, ListNet
 
-__all__ = ["LGMML"]
+__all__ = ["LGMML", "ListMLE", "ListNet", "QueryRanker", "check_query_data"]

@@ -44,13 +44,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from sklearn.base import BaseEstimator
 
 from .._io import DenseStateIO
 from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
 from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
 from ..warp import WarpSampler
+from ._base import QueryRanker, check_query_data
 
 __all__ = ["LGMML"]
 
@@ -144,7 +144,7 @@ def _anchor_ndcg(Z, labels, offsets, cand, k):
 
 
 # ----------------------------------------------------------------------------- estimator
-class LGMML(DenseStateIO, BaseEstimator):
+class LGMML(DenseStateIO, QueryRanker):
     """Learning to rank with localized geometric mean metrics (su2017, Algorithm 2).
 
     Parameters
@@ -258,21 +258,6 @@ class LGMML(DenseStateIO, BaseEstimator):
 
     _check_loaded_params = _check_params
 
-    @staticmethod
-    def _check_data(X, qid, y=None):
-        X = _check_matrix(X, "X")
-        qid = np.asarray(qid)
-        if qid.shape != (X.shape[0],):
-            raise ValueError(f"qid must have shape ({X.shape[0]},), got {qid.shape}")
-        if y is None:
-            return X, qid
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) or np.any(y < 0):
-            raise ValueError("y must hold finite non-negative relevance labels")
-        return X, qid, y.astype(np.float64)
-
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, qid):
         """Learn the local metrics, anchors and Φ from query-document rows.
@@ -281,7 +266,7 @@ class LGMML(DenseStateIO, BaseEstimator):
         (n,) query ids.  Queries lacking a relevant or an irrelevant document are not used.
         """
         self._check_params()
-        X, qid, y = self._check_data(X, qid, y)
+        X, y, _ = check_query_data(X, y, qid)
         rng = check_random_state(self.random_state)
         threads = check_num_threads(self.num_threads)
         if self.feature_scaling == "l2":
@@ -393,8 +378,7 @@ class LGMML(DenseStateIO, BaseEstimator):
     def predict(self, X, qid) -> np.ndarray:
         """Eq. 13 score of each row (higher = more relevant); ``qid`` groups candidate sets."""
         Xs = self._scaled(X)
-        _, qid = self._check_data(Xs, qid)
-        query_groups(qid)  # validates qid
+        check_query_data(Xs, None, qid)
         with numba_threads(self.num_threads):
             dist = self._distances(Xs, qid)
         return -_eq13_terms(dist) @ self.phi_.mean(axis=0)
