@@ -20,7 +20,8 @@ from sklearn.utils.estimator_checks import (
     check_set_params,
 )
 
-from recsys_ltr.ltr import LGMML, ListMLE, ListNet, RPCMTL, check_query_data
+from recsys_ltr._rng import seed_state
+from recsys_ltr.ltr import LGMML, RPCMTL, ListMLE, ListNet, check_query_data
 from recsys_ltr.ltr.listwise import (
     LISTMLE,
     LISTNET,
@@ -31,7 +32,6 @@ from recsys_ltr.ltr.listwise import (
     query_level_norm,
     top_lengths,
 )
-from recsys_ltr._rng import seed_state
 from recsys_ltr.query_metrics import ranking_report
 
 ESTIMATORS = [ListMLE, ListNet, RPCMTL, LGMML]
@@ -112,7 +112,7 @@ def test_objective_gradient_matches_finite_differences(loss_kind):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(30, 4)), rng.integers(0, 3, 30).astype(float)
     offsets = np.array([0, 5, 12, 13, 21, 30])
-    ranked = np.concatenate([s + np.argsort(-y[s:e], kind="stable") for s, e in zip(offsets[:-1], offsets[1:])])
+    ranked = np.concatenate([s + np.argsort(-y[s:e], kind="stable") for s, e in itertools.pairwise(offsets)])
     task = np.array([0, 2, 1, 0, 2])
     top = np.array([5, 3, 1, 8, 2])
     W = rng.normal(size=(3, 4))

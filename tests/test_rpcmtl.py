@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_listwise import _numeric_grad, ltr_data
 
-from recsys_ltr.ltr import ListMLE, RPCMTL
+from recsys_ltr.ltr import RPCMTL, ListMLE
 from recsys_ltr.ltr.rpcmtl import (
     _cluster_parts,
     _ordinal_nll,
@@ -17,7 +18,6 @@ from recsys_ltr.ltr.rpcmtl import (
     rank_pairs,
     xing_metric,
 )
-from test_listwise import _numeric_grad, ltr_data
 
 
 # ----------------------------------------------------------------------------- Eq. 2 and Eq. 3
@@ -25,7 +25,7 @@ def test_rank_pairs_match_enumeration():
     offsets = np.array([0, 3, 10, 11, 19])
     S, D = rank_pairs(offsets, 2, 5)
     ref_S, ref_D = set(), set()
-    for s, e in zip(offsets[:-1], offsets[1:]):
+    for s, e in itertools.pairwise(offsets):
         for a, b in itertools.combinations(range(s, e), 2):
             if b - a <= 2:
                 ref_S.add((a, b))
@@ -70,7 +70,7 @@ def _brute_plocalsearch(Z, offsets, labels, K, max_iter):
     costs.append(omega())
     for _ in range(max_iter):
         moved = False
-        for s, e in zip(offsets[:-1], offsets[1:]):
+        for s, e in itertools.pairwise(offsets):
             best = (-1e-12 * np.mean(np.sum(Z * Z, axis=1)), None, None)
             for i in range(s, e):
                 k1 = labels[i]
@@ -117,7 +117,7 @@ def test_plocalsearch_matches_reference_never_increases_cost_and_preserves_order
     np.testing.assert_allclose(cost, ref_cost, rtol=1e-9, atol=1e-9)
     assert n_iter == len(cost) - 1
     assert np.all(np.diff(cost) <= 1e-9 * max(cost[0], 1.0))  # Eq. 9: never increases
-    for s, e in zip(offsets[:-1], offsets[1:]):
+    for s, e in itertools.pairwise(offsets):
         assert np.all(np.diff(labels[s:e]) >= 0)  # Eq. 5: the within-list order is preserved
     assert np.array_equal(np.unique(labels), np.arange(K))  # no cluster emptied
     np.testing.assert_array_equal(start, initial_clusters(offsets, K))  # input not modified
@@ -148,8 +148,10 @@ def test_ordinal_logit_gradient_and_recovery():
     u = X @ v_true + rng.logistic(size=3000)
     t = np.searchsorted(theta_true, u)  # P(t <= j) = σ(θ_j - v·x)
     params = rng.normal(size=6)
-    value, grad = _ordinal_nll(params, X[:50], t[:50], 4, 0.3)
-    np.testing.assert_allclose(grad, _numeric_grad(lambda p: _ordinal_nll(p, X[:50], t[:50], 4, 0.3)[0], params), rtol=1e-5, atol=1e-6)
+    _value, grad = _ordinal_nll(params, X[:50], t[:50], 4, 0.3)
+    np.testing.assert_allclose(
+        grad, _numeric_grad(lambda p: _ordinal_nll(p, X[:50], t[:50], 4, 0.3)[0], params), rtol=1e-5, atol=1e-6
+    )
     v, theta = fit_ordinal_logit(X, t, 4, alpha=0.0)
     np.testing.assert_allclose(v, v_true, atol=0.15)
     np.testing.assert_allclose(theta, theta_true, atol=0.15)
@@ -176,7 +178,7 @@ def test_cluster_parts_split_lists_by_cluster():
     y = np.zeros(8)
     y[[4, 2, 0, 1, 5]] = [2, 1, 1, 0, 1]  # list 0: parts (4, 2) (0, 1) (3); list 1: (5, 6) (7)
     rows, part_offsets, task = _cluster_parts(ranked, offsets, clusters, y)
-    parts = [rows[a:b].tolist() for a, b in zip(part_offsets[:-1], part_offsets[1:])]
+    parts = [rows[a:b].tolist() for a, b in itertools.pairwise(part_offsets)]
     assert parts == [[4, 2], [0, 1], [5, 6]] and task.tolist() == [0, 1, 0]
 
 
