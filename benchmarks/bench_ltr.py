@@ -18,12 +18,17 @@ Methods (grids in METHODS below)
   RPC-MTL K=3, K=5   recsys_ltr.ltr.RPCMTL, λ over the paper's grid, SGD settings = ListMLE's
                      choice on the same fold
   GMML               global GMML ranker: L-GMML with one metric over every query, no Φ fit
-  L-GMML             recsys_ltr.ltr.LGMML (shared Φ); "L-GMML cand." scores with anchors moved
-                     into each test query's candidates
+  L-GMML             recsys_ltr.ltr.LGMML (shared Φ), feature_scaling "l2" or none;
+                     "L-GMML cand.": anchors moved into each test query's candidates;
+                     "L-GMML per-query": Φ_q per training query, their mean for test queries
   LambdaMART         LightGBM lambdarank (recsys_ltr.ltr.LambdaMART), number of trees chosen on
                      validation among STAGES from one fit per configuration
+  stack              LambdaMART (the configuration LambdaMART chose, trees chosen again) on the
+                     features plus the scores of the chosen ListMLE and L-GMML (out-of-fold on
+                     the training queries)
   blend              recsys_ltr.ltr.RankBlend of the ListMLE and LambdaMART chosen on the fold,
-                     weights chosen on the validation part (eval_set)
+                     equal weights: the method we declared as ours before any test score of it
+  blend tuned        the same with the weights chosen on the validation part (eval_set)
 
 MQ2008 is distributed query-level normalised (every feature min-max scaled within each query,
 LETOR's QueryLevelNorm), so ``feature_scaling="query"`` would change nothing on it.
@@ -44,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
+from sklearn.base import clone
 from sklearn.svm import LinearSVC
 
 from recsys_ltr.datasets.letor import load_letor
@@ -96,6 +102,32 @@ class RankSVM:
         return X @ self.coef_
 
 
+class Stack:
+    """LambdaMART on the features plus base rankers' scores; on the training queries the scores
+    are out-of-fold (``n_folds`` query folds), so the trees see scores as noisy as at test time."""
+
+    def __init__(self, bases, final, n_folds=3):
+        self.bases, self.final, self.n_folds = bases, final, n_folds
+
+    def fit(self, X, y, qid):
+        offsets = contiguous_query_offsets(qid)
+        part = np.repeat(np.arange(offsets.size - 1) % self.n_folds, np.diff(offsets))
+        oof = np.empty((X.shape[0], len(self.bases)))
+        for f in range(self.n_folds):
+            inside, out = part != f, part == f
+            for j, base in enumerate(self.bases):
+                oof[out, j] = clone(base).fit(X[inside], y[inside], qid[inside]).predict(X[out], qid[out])
+        self.bases_ = [clone(base).fit(X, y, qid) for base in self.bases]
+        self.final_ = clone(self.final).fit(np.column_stack([X, oof]), y, qid)
+        return self
+
+    def features(self, X, qid):
+        return np.column_stack([X] + [base.predict(X, qid) for base in self.bases_])
+
+    def predict(self, X, qid):
+        return self.final_.predict(self.features(X, qid), qid)
+
+
 # ----------------------------------------------------------------------------- methods
 @dataclass
 class Method:
@@ -145,10 +177,19 @@ METHODS = {
     ),
     **{
         name: Method(
-            _fixed([dict(n_metrics=m, margin=z) for m, z in itertools.product((20, 50), (0.1, 1.0))]),
-            lambda p, c, s, anchors=anchors: LGMML(test_anchors=anchors, num_threads=THREADS, random_state=s, **p),
+            _fixed(
+                [
+                    dict(n_metrics=m, margin=z, feature_scaling=f)
+                    for m, z, f in itertools.product((20, 50), (0.1, 1.0), ("l2", None))
+                ]
+            ),
+            lambda p, c, s, kw=kw: LGMML(num_threads=THREADS, random_state=s, **kw, **p),
         )
-        for name, anchors in (("L-GMML", "train"), ("L-GMML cand.", "candidates"))
+        for name, kw in (
+            ("L-GMML", {}),
+            ("L-GMML cand.", {"test_anchors": "candidates"}),
+            ("L-GMML per-query", {"phi_mode": "per_query"}),
+        )
     },
     "LambdaMART": Method(
         _fixed(
@@ -160,7 +201,21 @@ METHODS = {
         _lambdamart,
         staged=True,
     ),
+    "stack": Method(
+        lambda chosen: [{k: v for k, v in chosen["LambdaMART"].items() if k != "n_estimators"}],
+        lambda p, c, s: Stack(
+            [ListMLE(random_state=s, **c["ListMLE"]), LGMML(num_threads=THREADS, random_state=s, **c["L-GMML"])],
+            _lambdamart(p, c, s),
+        ),
+        staged=True,
+        needs=("ListMLE", "L-GMML", "LambdaMART"),
+    ),
     "blend": Method(
+        _fixed([{}]),
+        lambda p, c, s: RankBlend([ListMLE(random_state=s, **c["ListMLE"]), _lambdamart(c["LambdaMART"], c, s)]),
+        needs=("ListMLE", "LambdaMART"),
+    ),
+    "blend tuned": Method(
         _fixed([{}]),
         lambda p, c, s: RankBlend([ListMLE(random_state=s, **c["ListMLE"]), _lambdamart(c["LambdaMART"], c, s)]),
         eval_set=True,
@@ -168,7 +223,15 @@ METHODS = {
     ),
 }
 OURS = "blend"
-PAIRED = (("RPC-MTL K=3", "ListMLE"), ("RPC-MTL K=5", "ListMLE"), ("ListMLE", "LambdaMART"), (OURS, "LambdaMART"))
+PAIRED = (
+    ("RPC-MTL K=3", "ListMLE"),
+    ("RPC-MTL K=5", "ListMLE"),
+    (OURS, "LambdaMART"),
+    ("blend tuned", "LambdaMART"),
+    ("stack", "LambdaMART"),
+    ("ListMLE", "LambdaMART"),
+    ("L-GMML", "LambdaMART"),
+)
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -176,6 +239,8 @@ def _candidates(method, params, model, X, qid):
     """``(params, scores)`` of every configuration one fitted model stands for."""
     if not method.staged:
         return [(params, model.predict(X, qid))]
+    if isinstance(model, Stack):
+        model, X = model.final_, model.features(X, qid)
     return [({**params, "n_estimators": k}, model.booster_.predict(X, num_iteration=k)) for k in STAGES]
 
 
@@ -265,8 +330,10 @@ def paired_tests(results, pairs):
         z = np.concatenate([r["per_query"] for r in results[b]])
         keep = ~np.isnan(x) & ~np.isnan(z)
         diff = x[keep] - z[keep]
-        t_p = stats.ttest_rel(x[keep], z[keep]).pvalue
-        w_p = stats.wilcoxon(diff[diff != 0]).pvalue if np.any(diff != 0) else 1.0
+        if np.any(diff != 0):
+            t_p, w_p = stats.ttest_rel(x[keep], z[keep]).pvalue, stats.wilcoxon(diff[diff != 0]).pvalue
+        else:  # identical rankings
+            t_p = w_p = 1.0
         rows.append((a, b, int(keep.sum()), float(diff.mean()), float(t_p), float(w_p)))
     return rows
 
