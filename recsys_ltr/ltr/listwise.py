@@ -276,6 +276,26 @@ class LinearListwise(QueryRanker):
     """Shared parameters, scaling and scoring of the linear listwise learners (see the module
     docstring)."""
 
+    def __init__(
+        self,
+        learning_rate=0.001,
+        n_epochs=30,
+        alpha=0.0,
+        average=True,
+        feature_scaling="standard",
+        num_threads=1,
+        show_progress=False,
+        random_state=None,
+    ):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.alpha = alpha
+        self.average = average
+        self.feature_scaling = feature_scaling
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+        self.random_state = random_state
+
     def _check_common_params(self):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_real(self.alpha, "alpha", low=0.0)
@@ -316,26 +336,6 @@ def _query_rows(offsets, queries):
 
 class _SingleTask(LinearListwise):
     _loss_kind = LISTMLE
-
-    def __init__(
-        self,
-        learning_rate=0.001,
-        n_epochs=30,
-        alpha=0.0,
-        average=True,
-        feature_scaling="standard",
-        num_threads=1,
-        show_progress=False,
-        random_state=None,
-    ):
-        self.learning_rate = learning_rate
-        self.n_epochs = n_epochs
-        self.alpha = alpha
-        self.average = average
-        self.feature_scaling = feature_scaling
-        self.num_threads = num_threads
-        self.show_progress = show_progress
-        self.random_state = random_state
 
     def fit(self, X, y, qid):
         """Learn ``coef_`` from the informative queries of ``(X, y, qid)``; returns ``self``."""

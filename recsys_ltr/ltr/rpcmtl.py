@@ -347,14 +347,9 @@ class RPCMTL(LinearListwise):
         self.max_iter = max_iter
         self.odr_alpha = odr_alpha
         self.top_k = top_k
-        self.learning_rate = learning_rate
-        self.n_epochs = n_epochs
-        self.alpha = alpha
-        self.average = average
-        self.feature_scaling = feature_scaling
-        self.num_threads = num_threads
-        self.show_progress = show_progress
-        self.random_state = random_state
+        super().__init__(
+            learning_rate, n_epochs, alpha, average, feature_scaling, num_threads, show_progress, random_state
+        )
 
     def _check_params(self):
         self._check_common_params()
