@@ -154,6 +154,7 @@ def test_top_lengths():
     assert top_lengths(y, rows, offsets, "labels").tolist() == [1, 0, 2]
 
 
+@pytest.mark.kernels
 # ----------------------------------------------------------------------------- estimators
 @pytest.mark.parametrize("cls", [ListMLE, ListNet])
 def test_learns_a_linear_ranking_and_reduces_the_objective(cls):
@@ -170,6 +171,7 @@ def test_learns_a_linear_ranking_and_reduces_the_objective(cls):
     assert cos > 0.95
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("cls", [ListMLE, ListNet, RPCMTL])
 def test_reproducible_by_seed(cls):
     X, y, qid = ltr_data(seed=3)
@@ -184,6 +186,7 @@ def test_reproducible_by_seed(cls):
     np.testing.assert_array_equal(gen.coef_, again.coef_)
 
 
+@pytest.mark.kernels
 def test_one_sgd_step_by_hand():
     """One query, one epoch, no averaging: ``w = -η ∂L/∂w`` at ``w = 0`` (no ties: the order is
     the label order)."""
@@ -198,6 +201,7 @@ def test_one_sgd_step_by_hand():
     np.testing.assert_allclose(net.coef_, -0.5 * X.T @ (np.full(3, 1 / 3) - p_y))
 
 
+@pytest.mark.kernels
 def test_average_is_the_mean_of_the_iterates():
     """With one training query an epoch is one step, so the iterates are the last-iterate fits
     after 1, 2, 3 epochs (same seed: the same tie shuffles)."""

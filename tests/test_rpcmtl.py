@@ -123,6 +123,7 @@ def test_plocalsearch_matches_reference_never_increases_cost_and_preserves_order
     np.testing.assert_array_equal(start, initial_clusters(offsets, K))  # input not modified
 
 
+@pytest.mark.kernels
 def test_plocalsearch_moves_a_boundary_object_to_the_nearer_cluster():
     """One list (1, 1, 2, 2) of 1-D points 0, 0.1, 0.2, 10: the third point belongs with the
     first two (Eq. 8 cost < 0), the rest cannot improve."""
@@ -158,6 +159,7 @@ def test_ordinal_logit_gradient_and_recovery():
     assert np.all(np.diff(theta) > 0)
 
 
+@pytest.mark.kernels
 # ----------------------------------------------------------------------------- the estimator
 @pytest.mark.parametrize("kw", [{}, {"top_k": None, "alpha": 0.01, "average": False}, {"feature_scaling": "query"}])
 def test_one_cluster_is_listmle_exactly(kw):
@@ -182,6 +184,7 @@ def test_cluster_parts_split_lists_by_cluster():
     assert parts == [[4, 2], [0, 1], [5, 6]] and task.tolist() == [0, 1, 0]
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("metric", ["xing", "identity"])
 def test_fit_predict_follows_fig3(metric):
     X, y, qid = ltr_data(seed=13, n_queries=40, docs=12)
