@@ -13,8 +13,13 @@ Scores are linear, ``s = w · x``.  For one list with scores ``s``:
 Orderings from graded labels.  wu2016 trains on full orderings (the MQ2008-list permutations of
 LETOR 4.0, which are not available offline); we derive them from graded labels: documents sorted
 by decreasing label, documents with equal labels in a fresh random order every epoch (stream of
-``random_state``), so no arbitrary tie order is learned.  ListNet uses the labels themselves.
-Queries with a single document or with all labels equal carry no ordering and are skipped.
+``random_state``), so no arbitrary tie order is learned.  By default ListMLE keeps only the
+Plackett-Luce factors of the documents above the list's lowest label (top-k ListMLE, Xia et al.,
+NeurIPS 2009, with ``k`` set per list): graded labels say nothing about the order among the
+lowest-labelled documents (four in five on MQ2008), whose factors would only add noise; the
+likelihood of the top part is exact, the rest marginalised out.  ListNet uses the labels
+themselves.  Queries with a single document or with all labels equal carry no ordering and are
+skipped (an error when no query remains).
 
 Multi-task objective (wu2016 Eq. 10), over lists ``l`` assigned to tasks ``k(l)``::
 
@@ -217,11 +222,8 @@ def _sgd_epoch(X, y, rows, offsets, task, top, W, W_avg, n_steps, loss_kind, lr,
 
 def _ranked_stable(rows, offsets, y):
     """Each list's rows sorted by decreasing label, ties in row order."""
-    out = rows.copy()
-    for l in range(offsets.size - 1):
-        seg = rows[offsets[l] : offsets[l + 1]]
-        out[offsets[l] : offsets[l + 1]] = seg[np.argsort(-y[seg], kind="stable")]
-    return out
+    list_id = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    return rows[np.lexsort((-y[rows], list_id))]  # lexsort is stable
 
 
 def top_lengths(y, rows, offsets, top_k):
@@ -330,8 +332,9 @@ class LinearListwise(QueryRanker):
 def _query_rows(offsets, queries):
     """``(rows, list_offsets)`` of the given queries, each query's rows in order."""
     sizes = offsets[queries + 1] - offsets[queries]
-    rows = np.concatenate([np.arange(offsets[q], offsets[q + 1]) for q in queries]).astype(np.int64)
-    return rows, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    list_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    rows = np.arange(list_offsets[-1]) + np.repeat(offsets[queries] - list_offsets[:-1], sizes)
+    return rows.astype(np.int64), list_offsets
 
 
 class _SingleTask(LinearListwise):

@@ -438,11 +438,8 @@ def _cluster_parts(ranked, offsets, clusters, y):
     list_id = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     key = list_id * (clusters.max() + 1) + clusters  # clusters are non-decreasing within a list
     starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
-    bounds = np.concatenate([starts, [key.size]])
+    sizes = np.diff(np.concatenate([starts, [key.size]]))
     lab = y[ranked]
     varied = np.maximum.reduceat(lab, starts) > np.minimum.reduceat(lab, starts)
-    keep = np.flatnonzero(varied)
-    rows = np.concatenate([ranked[bounds[p] : bounds[p + 1]] for p in keep]).astype(np.int64)
-    sizes = bounds[keep + 1] - bounds[keep]
-    part_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return rows, part_offsets, clusters[starts[keep]].astype(np.int64)
+    part_offsets = np.concatenate([[0], np.cumsum(sizes[varied])]).astype(np.int64)
+    return ranked[np.repeat(varied, sizes)].astype(np.int64), part_offsets, clusters[starts[varied]].astype(np.int64)
