@@ -58,8 +58,8 @@ from recsys_ltr.query_metrics import contiguous_query_offsets, ndcg_at_k, rankin
 
 KEYS = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")
 THREADS = 1  # LightGBM with 2 OpenMP threads on a shared 2-core machine ran 25x slower than with 1
-STAGES = (25, 50, 100, 200, 300, 500, 800)
-SGD_GRID = [dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((3e-4, 1e-3, 3e-3), (10, 30, 100))]
+STAGES = (10, 25, 50, 100, 200, 300, 500, 800)
+SGD_GRID = [dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((1e-4, 3e-4, 1e-3, 3e-3), (10, 30, 100))]
 
 
 # ----------------------------------------------------------------------------- peers
@@ -153,7 +153,7 @@ def _lambdamart(p, chosen, seed):
 
 METHODS = {
     "best feature": Method(_fixed([{}]), lambda p, c, s: BestFeature()),
-    "RankSVM": Method(_fixed([dict(C=c) for c in (1e-3, 1e-2, 0.1, 1.0)]), lambda p, c, s: RankSVM(**p)),
+    "RankSVM": Method(_fixed([dict(C=c) for c in (1e-4, 1e-3, 1e-2, 0.1, 1.0)]), lambda p, c, s: RankSVM(**p)),
     "ListNet": Method(
         _fixed([dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((1e-3, 1e-2, 0.1), (10, 30, 100))]),
         lambda p, c, s: ListNet(random_state=s, **p),
@@ -180,7 +180,7 @@ METHODS = {
             _fixed(
                 [
                     dict(n_metrics=m, margin=z, feature_scaling=f)
-                    for m, z, f in itertools.product((20, 50), (0.1, 1.0), ("l2", None))
+                    for m, z, f in itertools.product((10, 20, 50), (0.1, 1.0), ("l2", None))
                 ]
             ),
             lambda p, c, s, kw=kw: LGMML(num_threads=THREADS, random_state=s, **kw, **p),
@@ -195,7 +195,7 @@ METHODS = {
         _fixed(
             [
                 dict(num_leaves=nl, learning_rate=lr, min_child_samples=mc)
-                for nl, lr, mc in itertools.product((7, 15, 31, 63), (0.02, 0.05, 0.1), (10, 30, 60))
+                for nl, lr, mc in itertools.product((7, 15, 31, 63), (0.01, 0.03, 0.1), (10, 30, 60))
             ]
         ),
         _lambdamart,
