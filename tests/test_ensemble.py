@@ -6,6 +6,13 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import (
+    check_estimator_cloneable,
+    check_get_params_invariance,
+    check_no_attributes_set_in_init,
+    check_parameters_default_constructible,
+    check_set_params,
+)
 from test_listwise import ltr_data
 
 from recsys_ltr.ltr import LambdaMART, ListMLE, ListNet, RankBlend, check_query_data
@@ -125,3 +132,18 @@ def test_lambdamart_wrapper():
         LambdaMART(num_leaves=1).fit(X, y, qid)
     with pytest.raises(NotFittedError):
         LambdaMART().predict(X, qid)
+
+
+def test_sklearn_conventions():
+    blend = RankBlend([ListMLE(), ListNet()], weights=[1.0, 2.0])
+    for est in (LambdaMART(), blend):
+        name = type(est).__name__
+        for check in (
+            check_no_attributes_set_in_init,
+            check_get_params_invariance,
+            check_set_params,
+            check_estimator_cloneable,
+        ):
+            check(name, est)
+    check_parameters_default_constructible("LambdaMART", LambdaMART())
+    assert blend.get_params()["estimators"][1].__class__ is ListNet
