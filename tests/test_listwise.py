@@ -361,3 +361,36 @@ def test_check_query_data_offsets_follow_appearance_order():
         else:
             with pytest.raises(ValueError, match="query 1 are split into 2 separate runs"):
                 check_query_data(X[:3], None, np.array(qid))
+
+
+@pytest.mark.parametrize("cls", [ListMLE, ListNet, RPCMTL])
+def test_save_load_roundtrip_and_malformed_files(cls, tmp_path):
+    X, y, qid = ltr_data(seed=30)
+    est = cls(n_epochs=2, random_state=0).fit(X, y, qid)
+    est.save(tmp_path / "m")
+    back = cls.load(tmp_path / "m.npz")
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.predict(X, qid), est.predict(X, qid))
+    data = dict(np.load(tmp_path / "m.npz"))
+    bad = dict(data, coef_=np.zeros(data["coef_"].shape[:-1] + (3,)))
+    np.savez(tmp_path / "bad.npz", **bad)
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        cls.load(tmp_path / "bad.npz")
+    np.savez(tmp_path / "neg.npz", **dict(data, feature_scale_=-data["feature_scale_"]))
+    with pytest.raises(ValueError, match="feature_scale_ must be > 0"):
+        cls.load(tmp_path / "neg.npz")
+    with pytest.raises(NotFittedError):
+        cls().save(tmp_path / "unfitted")
+
+
+def test_rpcmtl_load_checks_its_arrays(tmp_path):
+    X, y, qid = ltr_data(seed=31)
+    est = RPCMTL(n_clusters=3, n_epochs=1, random_state=0).fit(X, y, qid)
+    est.save(tmp_path / "m.npz")
+    data = dict(np.load(tmp_path / "m.npz"))
+    np.savez(tmp_path / "t.npz", **dict(data, odr_thresholds_=data["odr_thresholds_"][::-1].copy()))
+    with pytest.raises(ValueError, match="increasing"):
+        RPCMTL.load(tmp_path / "t.npz")
+    np.savez(tmp_path / "m2.npz", **dict(data, metric_=np.eye(2)))
+    with pytest.raises(ValueError, match="do not fit"):
+        RPCMTL.load(tmp_path / "m2.npz")

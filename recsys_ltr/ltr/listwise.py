@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from .._io import DenseStateIO
 from .._rng import randint, seed_state
 from .._validation import check_num_threads, check_positive_int, check_real, numba_threads
 from ._base import QueryRanker
@@ -274,9 +276,12 @@ def query_level_norm(X, offsets):
     return np.divide(X - lo, span, out=np.zeros_like(X), where=span > 0)
 
 
-class LinearListwise(QueryRanker):
-    """Shared parameters, scaling and scoring of the linear listwise learners (see the module
+class LinearListwise(DenseStateIO, QueryRanker):
+    """Shared parameters, scaling, scoring and persistence (``save(path)`` / ``load(path)``, see
+    :class:`~recsys_ltr._io.DenseStateIO`) of the linear listwise learners (see the module
     docstring)."""
+
+    _state = {"coef_": 1, "feature_mean_": 1, "feature_scale_": 1}
 
     def __init__(
         self,
@@ -298,7 +303,7 @@ class LinearListwise(QueryRanker):
         self.show_progress = show_progress
         self.random_state = random_state
 
-    def _check_common_params(self):
+    def _check_params(self):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_real(self.alpha, "alpha", low=0.0)
         check_positive_int(self.n_epochs, "n_epochs", minimum=0)
@@ -308,6 +313,24 @@ class LinearListwise(QueryRanker):
         for name in ("average", "show_progress"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+
+    def _check_fitted(self):
+        check_is_fitted(self)
+
+    def _check_loaded_params(self):
+        self._check_params()
+
+    def _coef_shape(self, d):
+        return (d,)
+
+    def _restore(self, path):
+        """Cross-check the loaded arrays' shapes (see :meth:`DenseStateIO.load`)."""
+        d = self.feature_mean_.shape[0]
+        if self.feature_scale_.shape != (d,) or self.coef_.shape != self._coef_shape(d):
+            raise ValueError(f"{path}: inconsistent shapes of coef_ {self.coef_.shape} and the {d} feature scales")
+        if np.any(self.feature_scale_ <= 0):
+            raise ValueError(f"{path}: feature_scale_ must be > 0")
+        self.n_features_in_ = d
 
     def _fit_scaling(self, X, offsets):
         """Scale the training features and remember the standardisation (``feature_mean_``,
@@ -342,7 +365,7 @@ class _SingleTask(LinearListwise):
 
     def fit(self, X, y, qid):
         """Learn ``coef_`` from the informative queries of ``(X, y, qid)``; returns ``self``."""
-        self._check_common_params()
+        self._check_params()
         X, y, offsets, queries = self._check_fit_data(X, y, qid)
         Xs = self._fit_scaling(X, offsets)
         rows, list_offsets = _query_rows(offsets, queries)
@@ -386,8 +409,10 @@ _DOC = """{name} ({paper}): one linear scorer ``s = coef_ · x`` minimising the 
     ----------
     coef_ : ndarray (d,)  weights of the scaled features
     feature_mean_, feature_scale_ : ndarray (d,)  standardisation of the features
-    loss_curve_ : ndarray (n_epochs,)  training objective after each epoch
+    loss_curve_ : ndarray (n_epochs,)  training objective after each epoch (not saved)
     n_features_in_ : int
+
+    ``save(path)`` / ``{name}.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
 
 
@@ -432,8 +457,8 @@ class ListMLE(_SingleTask):
         )
         self.top_k = top_k
 
-    def _check_common_params(self):
-        super()._check_common_params()
+    def _check_params(self):
+        super()._check_params()
         check_top_k(self.top_k)
 
 

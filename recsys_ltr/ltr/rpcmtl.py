@@ -308,14 +308,17 @@ class RPCMTL(LinearListwise):
     ----------
     metric_ : ndarray (d, d)  ``M`` of Eq. 3 (scaled features; identity for ``metric="identity"``)
     clusters_ : ndarray (n_train,)  cluster of each training row after pLocalsearch (0 = most
-        preferred; -1 for the rows of queries without two different labels)
+        preferred; -1 for the rows of queries without two different labels; not saved)
     cost_curve_ : ndarray  Ω_M (Eq. 4) before pLocalsearch and after each of its iterations
-    n_iter_ : int  pLocalsearch iterations run
+        (not saved)
+    n_iter_ : int  pLocalsearch iterations run (not saved)
     odr_coef_ : ndarray (d,), odr_thresholds_ : ndarray (K-1,)  f_odr
     coef_ : ndarray (K, d)  the clusters' linear rankers (scaled features)
     feature_mean_, feature_scale_ : ndarray (d,)  standardisation of the features
-    loss_curve_ : ndarray (n_epochs,)  Eq. 10 after each SGD epoch
+    loss_curve_ : ndarray (n_epochs,)  Eq. 10 after each SGD epoch (not saved)
     n_features_in_ : int
+
+    ``save(path)`` / ``RPCMTL.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
 
     def __init__(
@@ -351,8 +354,10 @@ class RPCMTL(LinearListwise):
             learning_rate, n_epochs, alpha, average, feature_scaling, num_threads, show_progress, random_state
         )
 
+    _state = {**LinearListwise._state, "coef_": 2, "metric_": 2, "odr_coef_": 1, "odr_thresholds_": 1}
+
     def _check_params(self):
-        self._check_common_params()
+        super()._check_params()
         check_top_k(self.top_k)
         check_positive_int(self.n_clusters, "n_clusters")
         check_positive_int(self.kappa1, "kappa1")
@@ -389,6 +394,17 @@ class RPCMTL(LinearListwise):
         parts, part_offsets, task = _cluster_parts(ranked, list_offsets, clusters, y)
         self.coef_ = fit_listwise(self, state, Xs, y, parts, part_offsets, task, K, LISTMLE, float(self.lam))
         return self
+
+    def _coef_shape(self, d):
+        return (self.n_clusters, d)
+
+    def _restore(self, path):
+        super()._restore(path)
+        d, K = self.n_features_in_, self.n_clusters
+        if self.metric_.shape != (d, d) or self.odr_coef_.shape != (d,) or self.odr_thresholds_.shape != (K - 1,):
+            raise ValueError(f"{path}: metric_, odr_coef_ or odr_thresholds_ do not fit {K} clusters in {d} features")
+        if np.any(np.diff(self.odr_thresholds_) <= 0):
+            raise ValueError(f"{path}: odr_thresholds_ must be increasing")
 
     def _cluster(self, Z, offsets, K, state):
         """Steps 1-2: the metric and pLocalsearch; returns the cluster of each ranked row."""
