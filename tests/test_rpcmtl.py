@@ -245,3 +245,13 @@ def test_max_pairs_samples_reproducibly():
     c = RPCMTL(max_pairs=50, n_epochs=1, random_state=1).fit(X, y, qid)
     np.testing.assert_array_equal(a.metric_, b.metric_)
     assert not np.allclose(a.metric_, c.metric_)
+
+
+def test_xing_metric_stays_bounded_when_similar_pairs_never_differ_along_an_axis():
+    rng = np.random.default_rng(1)
+    dS = np.column_stack([rng.normal(size=100), np.zeros(100)])  # axis 1 never varies in S
+    Delta = rng.normal(size=(100, 2))
+    M = xing_metric(dS.T @ dS, Delta)
+    assert np.all(np.isfinite(M)) and M[1, 1] > M[0, 0]
+    A = dS.T @ dS + 1e-6 * np.trace(dS.T @ dS) / 2 * np.eye(2)
+    assert np.sum(M * A) == pytest.approx(1.0)

@@ -91,10 +91,12 @@ def rank_pairs(offsets, kappa1, kappa2):
 
 
 def _feasible(M, A):
-    """``M`` clipped to the PSD cone, then scaled onto ``tr(M A) = 1``."""
+    """``M`` clipped to the PSD cone, then scaled onto ``tr(M A) = 1`` (None if the clipped
+    matrix vanishes)."""
     vals, vecs = np.linalg.eigh((M + M.T) / 2)
     M = (vecs * np.maximum(vals, 0.0)) @ vecs.T
-    return M / np.sum(M * A)
+    scale = np.sum(M * A)
+    return M / scale if scale > 0 else None
 
 
 def _sum_distances(M, Delta):
@@ -107,7 +109,10 @@ def xing_metric(A_S, Delta_D, max_iter=100, tol=1e-5):
 
     ``A_S`` (d, d) is the scatter ``Σ_S δ δᵀ`` of the similar pairs' differences, ``Delta_D``
     (n, d) the dissimilar pairs' differences.  Returns ``M`` (d, d).  See the module docstring.
+    ``A_S`` gets a ridge ``1e-6 tr(A_S) / d``: without it a direction along which similar pairs
+    never differ but dissimilar ones do would make the problem unbounded.
     """
+    A_S = A_S + (1e-6 * max(np.trace(A_S), np.finfo(float).tiny) / A_S.shape[0]) * np.eye(A_S.shape[0])
     A_norm2 = float(np.sum(A_S * A_S))
     M = _feasible(np.eye(A_S.shape[0]), A_S)
     value = _sum_distances(M, Delta_D).sum()
@@ -124,7 +129,7 @@ def xing_metric(A_S, Delta_D, max_iter=100, tol=1e-5):
             step = 0.1 * np.linalg.norm(M) / g_norm
         while step * g_norm > 1e-12 * np.linalg.norm(M):
             cand = _feasible(M + step * grad, A_S)
-            cand_value = _sum_distances(cand, Delta_D).sum()
+            cand_value = -np.inf if cand is None else _sum_distances(cand, Delta_D).sum()
             if cand_value > value:
                 break
             step /= 2
