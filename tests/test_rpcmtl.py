@@ -255,3 +255,11 @@ def test_xing_metric_stays_bounded_when_similar_pairs_never_differ_along_an_axis
     assert np.all(np.isfinite(M)) and M[1, 1] > M[0, 0]
     A = dS.T @ dS + 1e-6 * np.trace(dS.T @ dS) / 2 * np.eye(2)
     assert np.sum(M * A) == pytest.approx(1.0)
+
+
+def test_plocalsearch_rejects_inconsistent_inputs():
+    Z = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="same rows"):
+        plocalsearch(Z, np.array([0, 3]), np.zeros(4, dtype=int), 2)
+    with pytest.raises(ValueError, match="labels in"):
+        plocalsearch(Z, np.array([0, 4]), np.array([0, 1, 2, 0]), 2)

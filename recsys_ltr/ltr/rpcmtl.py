@@ -231,6 +231,11 @@ def plocalsearch(Z, offsets, labels, n_clusters, max_iter=1000):
     Ω_M (Eq. 4) before the first and after every iteration.
     """
     labels = np.array(labels, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if Z.ndim != 2 or labels.shape != (Z.shape[0],) or offsets[0] != 0 or offsets[-1] != Z.shape[0]:
+        raise ValueError("Z, labels and offsets must describe the same rows")
+    if np.any(np.diff(offsets) < 0) or np.any(labels < 0) or np.any(labels >= n_clusters):
+        raise ValueError(f"offsets must be non-decreasing and labels in [0, {n_clusters})")
     scale = float(np.mean(np.sum(Z * Z, axis=1))) or 1.0
     n_iter, cost = _plocalsearch_kernel(
         np.ascontiguousarray(Z, dtype=np.float64), offsets, labels, int(n_clusters), int(max_iter), 1e-12 * scale
