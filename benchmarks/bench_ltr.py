@@ -31,10 +31,12 @@ Methods (grids in METHODS below)
   blend tuned        the same with the weights chosen on the validation part (eval_set)
 
 MQ2008 is distributed query-level normalised (every feature min-max scaled within each query,
-LETOR's QueryLevelNorm), so ``feature_scaling="query"`` would change nothing on it.
+LETOR's QueryLevelNorm), so ``feature_scaling="query"`` is the same as no scaling on it.
 
-Run:  NUMBA_NUM_THREADS=2 python benchmarks/bench_ltr.py [--folds 1 2 ...] [--methods ...]
-      [--dataset lightgbm-lambdarank-sample] [--out results.json]
+Run:  NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_ltr.py [--folds 1 2 ...]
+      [--methods ...] [--dataset lightgbm-lambdarank-sample] [--out results.json]
+(one thread everywhere: a quality benchmark; on a shared 2-core machine LightGBM's two OpenMP
+threads ran 25 times slower than one)
 The LightGBM sample has no validation part: its last 20% of training queries serve as one.
 """
 
@@ -57,7 +59,7 @@ from recsys_ltr.ltr import LGMML, RPCMTL, LambdaMART, ListMLE, ListNet, RankBlen
 from recsys_ltr.query_metrics import contiguous_query_offsets, ndcg_at_k, ranking_report
 
 KEYS = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")
-THREADS = 1  # LightGBM with 2 OpenMP threads on a shared 2-core machine ran 25x slower than with 1
+THREADS = 1
 STAGES = (10, 25, 50, 100, 200, 300, 500, 800)
 SGD_GRID = [dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((1e-4, 3e-4, 1e-3, 3e-3), (10, 30, 100))]
 
