@@ -243,7 +243,7 @@ def _candidates(method, params, model, X, qid):
         return [(params, model.predict(X, qid))]
     if isinstance(model, Stack):
         model, X = model.final_, model.features(X, qid)
-    return [({**params, "n_estimators": k}, model.booster_.predict(X, num_iteration=k)) for k in STAGES]
+    return [({**params, "n_estimators": k}, model.predict(X, qid, num_iteration=k)) for k in STAGES]
 
 
 def select(method, chosen, seed, train, vali, test):

@@ -1,4 +1,10 @@
-"""Per-query ranking metrics for learning to rank: NDCG@k and average precision.
+"""Per-query ranking metrics for query-document learning to rank: graded NDCG@k and average precision.
+
+Not the recommendation metrics of :mod:`recsys_ltr.metrics`, which rank a user's *candidates*
+(the catalogue minus the training positives) against binary held-out positives over the *full*
+list (binary gain, no cutoff, ties by popularity).  Here each query ranks its own labelled
+documents, gains are graded and NDCG is cut at ``k`` (the LETOR convention, to compare with
+published query-document results and LightGBM).
 
 Conventions (LETOR / Järvelin & Kekäläinen 2002):
 
@@ -78,18 +84,26 @@ def contiguous_query_offsets(qid) -> np.ndarray:
     return offsets
 
 
+def _real_array(a, name: str) -> np.ndarray:
+    """``a`` as a float64 array; complex, object and non-numeric dtypes are a ``TypeError``."""
+    a = np.asarray(a)
+    if np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype.kind == "b"):
+        raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
+    return a.astype(np.float64)
+
+
 def check_labels(y, n_rows: int) -> np.ndarray:
-    """``y`` as float64 graded relevance labels of ``n_rows`` rows (finite, >= 0)."""
-    y = np.asarray(y)
+    """``y`` as float64 graded relevance labels of ``n_rows`` rows (real, finite, >= 0)."""
+    y = _real_array(y, "y")
     if y.shape != (n_rows,):
         raise ValueError(f"y must have shape ({n_rows},), got {y.shape}")
-    if not np.issubdtype(y.dtype, np.number) or np.any(~np.isfinite(y)) or np.any(y < 0):
+    if np.any(~np.isfinite(y)) or np.any(y < 0):
         raise ValueError("y must hold finite non-negative relevance labels")
-    return y.astype(np.float64)
+    return y
 
 
 def _check_inputs(y, scores, qid):
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = _real_array(scores, "scores")
     if scores.ndim != 1:
         raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
     if scores.shape != np.shape(qid):
@@ -108,14 +122,17 @@ def _ndcg_one(scores, labels, k):
     kk = n if (k <= 0 or k > n) else k
     rank = np.argsort(-scores, kind="mergesort")
     ideal = np.sort(labels)[::-1]
+    if ideal[0] <= 0.0:
+        return np.nan
+    # gains 2^l - 1 scaled by 2^-max(l): the ratio is unchanged and 2^l never overflows
+    top = ideal[0]
+    floor = 2.0**-top
     dcg = 0.0
     idcg = 0.0
     for i in range(kk):
         disc = 1.0 / np.log2(i + 2.0)
-        dcg += (2.0 ** labels[rank[i]] - 1.0) * disc
-        idcg += (2.0 ** ideal[i] - 1.0) * disc
-    if ideal[0] <= 0.0:
-        return np.nan
+        dcg += (2.0 ** (labels[rank[i]] - top) - floor) * disc
+        idcg += (2.0 ** (ideal[i] - top) - floor) * disc
     return dcg / idcg
 
 

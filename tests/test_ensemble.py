@@ -117,12 +117,30 @@ def test_blend_bad_input():
 
 
 def test_lambdamart_wrapper():
-    pytest.importorskip("lightgbm")
     X, y, qid = ltr_data(seed=26, n_queries=40)
     Xt, yt, qt = ltr_data(seed=27, n_queries=40)
+    lightgbm = pytest.importorskip("lightgbm")
     est = LambdaMART(n_estimators=30, num_leaves=7, min_child_samples=5, random_state=0).fit(X, y, qid)
     s = est.predict(Xt, qt)
-    np.testing.assert_array_equal(s, est.booster_.predict(Xt))
+    # the trees as arrays score as LightGBM's own ranker with the same settings and seed
+    seed = int(np.random.default_rng(0).integers(2**31 - 1))
+    reference = lightgbm.LGBMRanker(
+        objective="lambdarank",
+        n_estimators=30,
+        learning_rate=0.05,
+        num_leaves=7,
+        min_child_samples=5,
+        random_state=seed,
+        n_jobs=1,
+        deterministic=True,
+        force_row_wise=True,
+        verbose=-1,
+    ).fit(X, y.astype(int), group=np.unique(qid, return_counts=True)[1])
+    np.testing.assert_allclose(s, reference.predict(Xt), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        est.predict(Xt, qt, num_iteration=10), reference.predict(Xt, num_iteration=10), atol=1e-12
+    )
+    assert not np.allclose(est.predict(Xt, qt, num_iteration=10), s)
     np.testing.assert_array_equal(s, clone(est).fit(X, y, qid).predict(Xt, qt))
     chance = ranking_report(yt, np.random.default_rng(0).normal(size=yt.size), qt)["NDCG@10"]
     assert ranking_report(yt, s, qt)["NDCG@10"] > chance + 0.15

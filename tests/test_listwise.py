@@ -266,6 +266,10 @@ def test_bad_input_gets_a_clear_error(cls):
         est.fit(X, y, qid + 0.5)
     with pytest.raises(ValueError, match="2-D"):
         est.fit(X[:, 0], y, qid)
+    with pytest.raises(TypeError, match="complex"):
+        est.fit(X + 1j, y, qid)
+    with pytest.raises(TypeError, match="y must be real numbers"):
+        est.fit(X, y + 0j, qid)
 
 
 @pytest.mark.parametrize("cls", [ListMLE, ListNet, RPCMTL])

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..metric_learning.gmml import _check_matrix
+from ..metric_learning._base import check_dense
 from ..query_metrics import check_labels, contiguous_query_offsets, ndcg_at_k
 
 __all__ = ["QueryRanker", "check_query_data", "informative_queries"]
@@ -23,7 +23,7 @@ def check_query_data(X, y, qid) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
 
     Parameters
     ----------
-    X : array (n, d)  finite numeric features
+    X : array (n, d)  finite real features
     y : array (n,) or None  finite non-negative relevance labels (``None`` at prediction time)
     qid : int array (n,)  query ids, each query's rows contiguous
 
@@ -33,7 +33,7 @@ def check_query_data(X, y, qid) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
     y : float64 (n,) or None
     offsets : int64 (n_queries + 1,)  query ``j`` owns rows ``offsets[j]:offsets[j + 1]``
     """
-    X = _check_matrix(X, "X")
+    X = check_dense(X, "X")
     if np.shape(qid) != (X.shape[0],):
         raise ValueError(f"qid must have shape ({X.shape[0]},), got {np.shape(qid)}")
     offsets = contiguous_query_offsets(qid)
@@ -54,32 +54,49 @@ class QueryRanker(BaseEstimator):
     """Base of the query-document learners: validation of ``(X, y, qid)`` and an NDCG score.
 
     Subclasses implement ``fit(X, y, qid)`` (returning ``self``) and ``predict(X, qid)``
-    (one score per row, higher = more relevant).
+    (one score per row, higher = more relevant), and list their fitted attributes in
+    ``_state_attributes`` (see :class:`~recsys_ltr._io.Persistable`): the model is fitted when it
+    has them all, so a fit that failed half-way leaves an unfitted model.
     """
 
-    def _check_fit_data(self, X, y, qid):
-        """Validated ``(X, y, offsets, queries)``, ``queries`` the informative queries' indices;
-        sets ``n_features_in_``.  Raises ``ValueError`` when no query is informative."""
+    _state_attributes: tuple = ()
+
+    def __sklearn_is_fitted__(self):
+        return bool(self._state_attributes) and all(hasattr(self, name) for name in self._state_attributes)
+
+    def _start_fit(self, X, y, qid):
+        """Validated ``(X, y, offsets)`` of a fit; records the parameters fitted with (``params_``,
+        what ``save`` writes) and ``n_features_in_``."""
         X, y, offsets = check_query_data(X, y, qid)
+        self.params_ = self.get_params(deep=False)
+        self.n_features_in_ = X.shape[1]
+        return X, y, offsets
+
+    def _check_fit_data(self, X, y, qid):
+        """:meth:`_start_fit` plus ``queries``, the informative queries' indices.  Raises
+        ``ValueError`` when no query is informative."""
+        X, y, offsets = self._start_fit(X, y, qid)
         queries = informative_queries(y, offsets)
         if queries.size == 0:
             raise ValueError(
                 "no query has two documents with different labels: every query has a single "
                 "document or all its labels equal, so there is no ordering to learn"
             )
-        self.n_features_in_ = X.shape[1]
         return X, y, offsets, queries
 
     def _check_predict_data(self, X, qid):
-        """Validated ``(X, offsets)`` of a fitted model."""
+        """Validated ``(X, offsets)`` of a fitted model (``NotFittedError`` when unfitted)."""
         check_is_fitted(self)
         X, _, offsets = check_query_data(X, None, qid)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
+        self._check_n_features(X)
         return X, offsets
 
+    def _check_n_features(self, X):
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
+
     def score(self, X, y, qid, k: int = 10) -> float:
-        """Mean NDCG@k of :meth:`predict` over the queries with a relevant document."""
+        """Mean NDCG@k of ``predict(X, qid)`` over the queries with a relevant document."""
         per_query = ndcg_at_k(y, self.predict(X, qid), qid, k)
         if np.all(np.isnan(per_query)):
             raise ValueError("no query has a relevant document (label > 0): NDCG is undefined")

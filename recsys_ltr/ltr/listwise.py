@@ -38,16 +38,15 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
-from .._io import DenseStateIO
+from .._io import Persistable
+from .._progress import progress, progress_enabled
 from .._rng import randint, seed_state
-from .._validation import check_num_threads, check_positive_int, check_real, numba_threads
+from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
 from ._base import QueryRanker
 
-__all__ = ["ListMLE", "ListNet", "listwise_objective"]
+__all__ = ["ListMLE", "ListNet", "listwise_objective", "query_level_norm"]
 
 LISTMLE, LISTNET = 0, 1
 _SCALINGS = ("standard", "query", None)
@@ -255,13 +254,15 @@ def fit_listwise(est, state, X, y, rows, offsets, task, n_tasks, loss_kind, lam)
     lr, alpha = float(est.learning_rate), float(est.alpha)
     curve = []
     threads = check_num_threads(est.num_threads)
-    with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
-        for _ in tqdm(range(est.n_epochs), desc=type(est).__name__, unit="epoch", disable=not est.show_progress):
+    bar = progress(est.show_progress, total=est.n_epochs, desc=type(est).__name__, unit="epoch")
+    with numba_threads(threads), threadpool_limits(threads, user_api="blas"), bar:
+        for _ in range(est.n_epochs):
             n_steps = _sgd_epoch(X, y, rows, offsets, task, top, W, W_avg, n_steps, loss_kind, lr, lam, alpha, state)
             value, _ = listwise_objective(
                 W_avg if est.average else W, X, y, ranked, offsets, task, top, loss_kind, lam, alpha
             )
             curve.append(value)
+            bar.update()
     est.loss_curve_ = np.array(curve)
     return W_avg if est.average else W
 
@@ -276,12 +277,12 @@ def query_level_norm(X, offsets):
     return np.divide(X - lo, span, out=np.zeros_like(X), where=span > 0)
 
 
-class LinearListwise(DenseStateIO, QueryRanker):
+class LinearListwise(Persistable, QueryRanker):
     """Shared parameters, scaling, scoring and persistence (``save(path)`` / ``load(path)``, see
-    :class:`~recsys_ltr._io.DenseStateIO`) of the linear listwise learners (see the module
+    :class:`~recsys_ltr._io.Persistable`) of the linear listwise learners (see the module
     docstring)."""
 
-    _state = {"coef_": 1, "feature_mean_": 1, "feature_scale_": 1}
+    _state_attributes = ("coef_", "feature_mean_", "feature_scale_")
 
     def __init__(
         self,
@@ -291,7 +292,7 @@ class LinearListwise(DenseStateIO, QueryRanker):
         average=True,
         feature_scaling="standard",
         num_threads=1,
-        show_progress=False,
+        show_progress=None,
         random_state=None,
     ):
         self.learning_rate = learning_rate
@@ -308,28 +309,30 @@ class LinearListwise(DenseStateIO, QueryRanker):
         check_real(self.alpha, "alpha", low=0.0)
         check_positive_int(self.n_epochs, "n_epochs", minimum=0)
         check_num_threads(self.num_threads)
+        check_random_state(self.random_state)
+        progress_enabled(self.show_progress)
         if self.feature_scaling not in _SCALINGS:
             raise ValueError(f"feature_scaling must be one of {_SCALINGS}, got {self.feature_scaling!r}")
-        for name in ("average", "show_progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-
-    def _check_fitted(self):
-        check_is_fitted(self)
-
-    def _check_loaded_params(self):
-        self._check_params()
+        if not isinstance(self.average, (bool, np.bool_)):
+            raise TypeError(f"average must be a bool, got {self.average!r}")
 
     def _coef_shape(self, d):
         return (d,)
 
-    def _restore(self, path):
-        """Cross-check the loaded arrays' shapes (see :meth:`DenseStateIO.load`)."""
-        d = self.feature_mean_.shape[0]
-        if self.feature_scale_.shape != (d,) or self.coef_.shape != self._coef_shape(d):
-            raise ValueError(f"{path}: inconsistent shapes of coef_ {self.coef_.shape} and the {d} feature scales")
+    def _load_state(self, state, specs):
+        """Cross-check the loaded arrays (float, shapes consistent with the parameters)."""
+        super()._load_state(state, specs)
+        for name in self._state_attributes:
+            if getattr(self, name).dtype.kind != "f":
+                raise ValueError(f"{name} must be a float array")
+        d = self.feature_mean_.shape[0] if self.feature_mean_.ndim == 1 else 0
+        if d == 0 or self.feature_scale_.shape != (d,) or self.coef_.shape != self._coef_shape(d):
+            raise ValueError(
+                f"inconsistent shapes: coef_ {self.coef_.shape}, feature_mean_ {self.feature_mean_.shape}, "
+                f"feature_scale_ {self.feature_scale_.shape}"
+            )
         if np.any(self.feature_scale_ <= 0):
-            raise ValueError(f"{path}: feature_scale_ must be > 0")
+            raise ValueError("feature_scale_ must be > 0")
         self.n_features_in_ = d
 
     def _fit_scaling(self, X, offsets):
@@ -400,8 +403,8 @@ _DOC = """{name} ({paper}): one linear scorer ``s = coef_ · x`` minimising the 
     num_threads : int, default=1
         Threads of the objective's kernel and of BLAS (0: all); SGD itself is sequential, so the
         result does not depend on it.
-    show_progress : bool, default=False
-        tqdm bar over epochs.
+    show_progress : bool or None, default=None
+        Progress bar over the epochs (``None``: on when standard error is a terminal).
     random_state : int, Generator or None
         Seed of the query order{ties}.
 
@@ -449,7 +452,7 @@ class ListMLE(_SingleTask):
         average=True,
         feature_scaling="standard",
         num_threads=1,
-        show_progress=False,
+        show_progress=None,
         random_state=None,
     ):
         super().__init__(

@@ -322,7 +322,8 @@ class RPCMTL(LinearListwise):
     cost_curve_ : ndarray  Ω_M (Eq. 4) before pLocalsearch and after each of its iterations
         (not saved)
     n_iter_ : int  pLocalsearch iterations run (not saved)
-    odr_coef_ : ndarray (d,), odr_thresholds_ : ndarray (K-1,)  f_odr
+    odr_coef_ : ndarray (d,)  ``v`` of f_odr
+    odr_thresholds_ : ndarray (K-1,)  ``θ`` of f_odr (increasing)
     coef_ : ndarray (K, d)  the clusters' linear rankers (scaled features)
     feature_mean_, feature_scale_ : ndarray (d,)  standardisation of the features
     loss_curve_ : ndarray (n_epochs,)  Eq. 10 after each SGD epoch (not saved)
@@ -348,7 +349,7 @@ class RPCMTL(LinearListwise):
         average=True,
         feature_scaling="standard",
         num_threads=1,
-        show_progress=False,
+        show_progress=None,
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -364,7 +365,7 @@ class RPCMTL(LinearListwise):
             learning_rate, n_epochs, alpha, average, feature_scaling, num_threads, show_progress, random_state
         )
 
-    _state = {**LinearListwise._state, "coef_": 2, "metric_": 2, "odr_coef_": 1, "odr_thresholds_": 1}
+    _state_attributes = (*LinearListwise._state_attributes, "metric_", "odr_coef_", "odr_thresholds_")
 
     def _check_params(self):
         super()._check_params()
@@ -408,13 +409,13 @@ class RPCMTL(LinearListwise):
     def _coef_shape(self, d):
         return (self.n_clusters, d)
 
-    def _restore(self, path):
-        super()._restore(path)
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
         d, K = self.n_features_in_, self.n_clusters
         if self.metric_.shape != (d, d) or self.odr_coef_.shape != (d,) or self.odr_thresholds_.shape != (K - 1,):
-            raise ValueError(f"{path}: metric_, odr_coef_ or odr_thresholds_ do not fit {K} clusters in {d} features")
+            raise ValueError(f"metric_, odr_coef_ or odr_thresholds_ do not fit {K} clusters in {d} features")
         if np.any(np.diff(self.odr_thresholds_) <= 0):
-            raise ValueError(f"{path}: odr_thresholds_ must be increasing")
+            raise ValueError("odr_thresholds_ must be increasing")
 
     def _cluster(self, Z, offsets, K, state):
         """Steps 1-2: the metric and pLocalsearch; returns the cluster of each ranked row."""
