@@ -327,9 +327,7 @@ class Recommender(BaseEstimator):
             model = model_cls(**header["params"])
         except TypeError as exc:
             raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from exc
-        expected = {"user_items_", *model._state_attributes}
-        if set(header["state"]) != expected:
-            raise ValueError(f"{path}: fitted state holds {sorted(header['state'])}, expected {sorted(expected)}")
+        model._check_state_names(set(header["state"]), path)
         for name, spec in header["state"].items():
             setattr(model, name, _read_state(arrays, name, spec, path))
         try:
@@ -343,6 +341,12 @@ class Recommender(BaseEstimator):
         model._check_state(path)
         model._prepare()
         return model
+
+    def _check_state_names(self, names, path):
+        """Raise unless ``names``, the fitted attributes stored in ``path``, are the ones to load."""
+        expected = {"user_items_", *self._state_attributes}
+        if names != expected:
+            raise ValueError(f"{path}: fitted state holds {sorted(names)}, expected {sorted(expected)}")
 
     def _check_dense_state(self, path, shapes):
         """Check loaded dense attributes against their expected ``shapes`` (name -> shape)."""

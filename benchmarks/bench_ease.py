@@ -1,0 +1,212 @@
+"""EASE on large catalogues: the dense solve, the sparse approximate inverse and a numpy inverse.
+
+In one run, 2 threads, medians of ``--runs`` interleaved runs:
+
+1. the blocked in-place inverse (``models._spd_inverse``) against LAPACK through scipy on a
+   synthetic Gram matrix of order ``--lapack-n``: its Cholesky stage against one ``potrf`` call,
+   the whole inverse against ``potrf`` + ``potri``;
+2. lastfm-2k (``split.holdout(X, seed=0)``, ``lam=100``, the CLI's tuned value): fit seconds, the
+   fit's peak memory (peak resident set above the resident set before the fit, also as a multiple
+   of one dense ``n x n`` float64 matrix), validation and test metrics and batch ``recommend``
+   (all users, ``N=10``) in users/s, for ``EASE(solver="dense")``, ``EASE(solver="sparse")`` and the
+   peer, the textbook numpy ``B = I - inv(G + lam I) / diag`` (its quality is the dense solve's);
+3. gowalla (the published train / valid / test split): ``EASE()`` (``"auto"`` takes the sparse
+   solve), ``lam`` chosen on validation ADG among ``--gowalla-lams``; the numpy peer would need
+   three dense 40,981 x 40,981 matrices (40 GB) and is not run.
+
+    NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_ease.py [--runs 3] [--skip-lapack]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "2")
+
+import argparse
+import gc
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import get_lapack_funcs
+from threadpoolctl import threadpool_limits
+
+from recsys_ltr import datasets, split
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import EASE
+from recsys_ltr.models._spd_inverse import _cholesky, _Matrix, spd_inverse_inplace
+
+THREADS = 2
+METRICS = ("ADG", "REC@10", "NDCG", "MAP", "ATOP")
+
+
+def _status(key):
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith(key)).split()[1]) * 1024
+
+
+def measured(fn):
+    """``(result, seconds, peak bytes above the resident set at the start)`` of ``fn()``."""
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak resident set (VmHWM)
+    before = _status("VmRSS")
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start, _status("VmHWM") - before
+
+
+def numpy_ease(X, lam):
+    G = (X.T @ X).toarray()
+    P = np.linalg.inv(G + lam * np.eye(G.shape[0]))
+    B = np.eye(G.shape[0]) - P / np.diag(P)[None, :]
+    np.fill_diagonal(B, 0.0)
+    return B
+
+
+class DenseWeights:
+    """Scores ``X_u B`` of a dense ``B`` (the numpy peer), for :func:`evaluate`."""
+
+    def __init__(self, X, B):
+        self.X, self.B = X, B
+
+    def score(self, users):
+        return self.X[users] @ self.B
+
+
+def lapack_section(n, runs):
+    rng = np.random.default_rng(0)
+    X = sp.random(2 * n, n, density=20 / n, random_state=rng, format="csr")
+    X.data[:] = 1.0
+    G = np.asfortranarray((X.T @ X).toarray() + 100.0 * np.eye(n))
+    potrf, potri = get_lapack_funcs(("potrf", "potri"), (G,))
+    times = {name: [] for name in ("potrf", "blocked Cholesky", "potrf + potri", "blocked inverse")}
+    with threadpool_limits(THREADS, user_api="blas"):
+        for _ in range(runs):
+            A = G.copy(order="F")
+            start = time.perf_counter()
+            c, _ = potrf(A, lower=False, overwrite_a=True, clean=False)
+            times["potrf"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            potri(c, lower=False, overwrite_c=True)
+            times["potrf + potri"].append(time.perf_counter() - start + times["potrf"][-1])
+            A = G.copy(order="F")
+            start = time.perf_counter()
+            for _ in _cholesky(_Matrix(A), n, 256):
+                pass
+            times["blocked Cholesky"].append(time.perf_counter() - start)
+            A = G.copy(order="F")
+            start = time.perf_counter()
+            spd_inverse_inplace(A)
+            times["blocked inverse"].append(time.perf_counter() - start)
+    med = {name: float(np.median(t)) for name, t in times.items()}
+    print(f"\n1. blocked inverse vs LAPACK (scipy's OpenBLAS), order {n}, {THREADS} threads, median of {runs}")
+    print(f"{'task':18s} {'ours s':>8s} {'LAPACK s':>9s} {'ours/LAPACK':>12s}")
+    for ours, peer, label in (
+        ("blocked Cholesky", "potrf", "Cholesky"),
+        ("blocked inverse", "potrf + potri", "inverse"),
+    ):
+        print(f"{label:18s} {med[ours]:8.2f} {med[peer]:9.2f} {med[ours] / med[peer]:12.2f}")
+
+
+def users_per_second(model, n_users, runs):
+    users = np.arange(n_users)
+    model.recommend(users[:100], N=10)  # compile
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        model.recommend(users, N=10)
+        times.append(time.perf_counter() - start)
+    return n_users / float(np.median(times))
+
+
+def quality(model, train, val, test):
+    v = evaluate(model, train, val, metrics=["ADG"], num_threads=THREADS)
+    t = evaluate(model, train, test, exclude=val, metrics=list(METRICS), num_threads=THREADS)
+    return {"val ADG": v["ADG"], **{m: t[m] for m in METRICS}}
+
+
+def row(name, seconds, peak, n, scores, users_s):
+    dense = 8.0 * n * n
+    cells = " ".join(f"{scores[m]:7.4f}" for m in ("val ADG", *METRICS))
+    rate = f"{users_s:8.0f}" if users_s else f"{'-':>8s}"
+    print(f"{name:26s} {seconds:8.1f} {peak / 1e9:7.2f} {peak / dense:6.2f} {cells} {rate}")
+
+
+def header(title):
+    print(f"\n{title}")
+    cols = " ".join(f"{m:>7s}" for m in ("val ADG", *(f"t.{m}"[:7] for m in METRICS)))
+    print(f"{'model':26s} {'fit s':>8s} {'peak GB':>7s} {'x n^2':>6s} {cols} {'users/s':>8s}")
+
+
+def lastfm_section(runs, lam=100.0):
+    X = datasets.load("lastfm-2k").matrix.tocsr()
+    train, val, test = split.holdout(X, seed=0)
+    n = train.shape[1]
+    fits = {
+        "numpy inverse (peer)": lambda: numpy_ease(train, lam),
+        "EASE dense": lambda: EASE(lam=lam, solver="dense", num_threads=THREADS, show_progress=False).fit(train),
+        "EASE sparse k=200": lambda: EASE(lam=lam, solver="sparse", num_threads=THREADS, show_progress=False).fit(
+            train
+        ),
+    }
+    EASE(lam=lam, solver="sparse", show_progress=False).fit(train[:100])  # compile
+    results, extra = {name: [] for name in fits}, {}
+    for r in range(runs):
+        for name, fit in fits.items():  # interleaved
+            model, seconds, peak = measured(fit)
+            results[name].append((seconds, peak))
+            if r == runs - 1:
+                peer = isinstance(model, np.ndarray)
+                scores = quality(DenseWeights(train, model) if peer else model, train, val, test)
+                extra[name] = scores, None if peer else users_per_second(model, train.shape[0], runs)
+            del model
+    header(f"2. lastfm-2k train {train.shape[0]} x {n}, nnz {train.nnz}, lam={lam:g}, median of {runs}")
+    for name in fits:
+        row(name, *np.median(results[name], axis=0), n, *extra[name])
+
+
+def gowalla_section(runs, lams):
+    _, parts = datasets.load_presplit("gowalla")
+    train, val, test = parts["train"], parts["valid"], parts["test"]
+    n = train.shape[1]
+    header(f"3. gowalla train {train.shape[0]} x {n}, nnz {train.nnz} (published split), EASE() = sparse k=200")
+    best = None
+    for lam in lams:
+        model, seconds, peak = measured(
+            lambda lam=lam: EASE(lam=lam, num_threads=THREADS, show_progress=False).fit(train)
+        )
+        assert model.solver_ == "sparse"
+        scores = quality(model, train, val, test)
+        row(f"EASE() lam={lam:g} (1 run)", seconds, peak, n, scores, None)
+        if best is None or scores["val ADG"] > best[1]:
+            best = (lam, scores["val ADG"], scores)
+        del model
+    lam, _, scores = best
+    timed = [measured(lambda: EASE(lam=lam, num_threads=THREADS, show_progress=False).fit(train)) for _ in range(runs)]
+    model = timed[-1][0]
+    seconds, peak = np.median([t[1:] for t in timed], axis=0)
+    row(f"chosen lam={lam:g}", seconds, peak, n, scores, users_per_second(model, train.shape[0], runs))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--lapack-n", type=int, default=8000)
+    parser.add_argument("--gowalla-lams", default="50,100,200")
+    parser.add_argument("--skip-lapack", action="store_true")
+    parser.add_argument("--skip-lastfm", action="store_true")
+    parser.add_argument("--skip-gowalla", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_lapack:
+        lapack_section(args.lapack_n, args.runs)
+    if not args.skip_lastfm:
+        lastfm_section(args.runs)
+    if not args.skip_gowalla:
+        gowalla_section(args.runs, [float(v) for v in args.gowalla_lams.split(",")])
+
+
+if __name__ == "__main__":
+    main()
