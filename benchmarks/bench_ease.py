@@ -12,7 +12,9 @@ In one run, 2 threads, medians of ``--runs`` interleaved runs:
    peer, the textbook numpy ``B = I - inv(G + lam I) / diag`` (its quality is the dense solve's);
 3. gowalla (the published train / valid / test split): ``EASE()`` (``"auto"`` takes the sparse
    solve), ``lam`` chosen on validation ADG among ``--gowalla-lams``; the numpy peer would need
-   three dense 40,981 x 40,981 matrices (40 GB) and is not run.
+   three dense 40,981 x 40,981 matrices (40 GB) and is not run;
+4. with ``--gowalla-dense LAM``: exact EASE on gowalla in float32 (one 6.7 GB matrix, by the
+   blocked inverse), the quality the sparse solve approximates.
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_ease.py [--runs 3] [--skip-lapack]
 """
@@ -30,6 +32,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from bench_anchor_models import numpy_ease  # the textbook peer
 from scipy.linalg import get_lapack_funcs
 from threadpoolctl import threadpool_limits
 
@@ -37,6 +40,7 @@ from recsys_ltr import datasets, split
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import EASE
 from recsys_ltr.models._spd_inverse import _cholesky, _Matrix, spd_inverse_inplace
+from recsys_ltr.models.ease import _symmetrise_upper
 
 THREADS = 2
 METRICS = ("ADG", "REC@10", "NDCG", "MAP", "ATOP")
@@ -56,14 +60,6 @@ def measured(fn):
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start, _status("VmHWM") - before
-
-
-def numpy_ease(X, lam):
-    G = (X.T @ X).toarray()
-    P = np.linalg.inv(G + lam * np.eye(G.shape[0]))
-    B = np.eye(G.shape[0]) - P / np.diag(P)[None, :]
-    np.fill_diagonal(B, 0.0)
-    return B
 
 
 class DenseWeights:
@@ -191,6 +187,31 @@ def gowalla_section(runs, lams):
     row(f"chosen lam={lam:g}", seconds, peak, n, scores, users_per_second(model, train.shape[0], runs))
 
 
+class Float32Weights:
+    """Exact EASE in float32 (half the dense float64 memory) from the blocked inverse: the quality
+    reference of the sparse solve on catalogues whose float64 solve does not fit."""
+
+    def __init__(self, X, lam):
+        P = (X.T @ X + lam * sp.identity(X.shape[1], format="csr")).tocsr().astype(np.float32).toarray().T
+        with threadpool_limits(THREADS, user_api="blas"):
+            spd_inverse_inplace(P)
+        _symmetrise_upper(P)
+        self.X, self.B = X, P.T
+        self.B /= -np.diag(self.B).copy()
+        np.fill_diagonal(self.B, 0.0)
+
+    def score(self, users):
+        return np.asarray(self.X[users].astype(np.float32) @ self.B, dtype=np.float64)  # no float64 copy of B
+
+
+def gowalla_dense_reference(lam):
+    _, parts = datasets.load_presplit("gowalla")
+    train, val, test = parts["train"], parts["valid"], parts["test"]
+    header(f"4. gowalla, exact EASE in float32 (blocked inverse, {THREADS} threads), lam={lam:g}, 1 run")
+    model, seconds, peak = measured(lambda: Float32Weights(train, lam))
+    row("exact float32", seconds, peak, train.shape[1], quality(model, train, val, test), None)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -199,6 +220,9 @@ def main():
     parser.add_argument("--skip-lapack", action="store_true")
     parser.add_argument("--skip-lastfm", action="store_true")
     parser.add_argument("--skip-gowalla", action="store_true")
+    parser.add_argument(
+        "--gowalla-dense", type=float, metavar="LAM", help="also run the float32 exact reference (7 GB)"
+    )
     args = parser.parse_args()
     if not args.skip_lapack:
         lapack_section(args.lapack_n, args.runs)
@@ -206,6 +230,8 @@ def main():
         lastfm_section(args.runs)
     if not args.skip_gowalla:
         gowalla_section(args.runs, [float(v) for v in args.gowalla_lams.split(",")])
+    if args.gowalla_dense:
+        gowalla_dense_reference(args.gowalla_dense)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,8 @@
 """In-place inverse of a dense symmetric positive definite matrix in BLAS-3 panel steps.
 
-``potrf`` + ``potri`` in one LAPACK call each cannot report progress and, in the OpenBLAS that
-scipy ships, ``potri`` runs well below the machine's ``gemm`` rate.  Here the three stages of the
+``potrf`` + ``potri``, one LAPACK call each, cannot report progress.  Here the three stages of the
 inverse -- Cholesky ``A = U^T U``, triangular inverse ``W = U^{-1}``, product ``A^{-1} = W W^T`` --
-are the blocked right-looking algorithms of LAPACK's ``dpotrf``, ``dtrtri`` and ``dlauum``
-(Golub & Van Loan, *Matrix Computations*, 4th ed., Alg. 4.2.10 and sec. 3.1), run panel by panel
+are the blocked algorithms of LAPACK's ``dpotrf``, ``dtrtri`` and ``dlauum``, run panel by panel
 on the matrix in place through scipy's BLAS/LAPACK function pointers.  Every panel step is one
 progress update; nearly all the work is in ``syrk``/``gemm``/``trsm``/``trmm`` calls.
 """

@@ -48,7 +48,7 @@ class EASE(Recommender):
     """EASE^R: ``score(u, .) = X_u B`` with the closed-form item weights of Steck (2019).
 
     ``B = argmin ||X - X B||_F^2 + lam ||B||_F^2`` subject to ``diag(B) = 0`` has the closed
-    form (Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", WWW 2019, Eq. 8)::
+    form (Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", WWW 2019)::
 
         P = (X^T X + lam I)^{-1},    B = I - P diag(P)^{-1}    (B_ij = -P_ij / P_jj, B_ii = 0).
 
@@ -179,11 +179,12 @@ class EASE(Recommender):
 
     def _dense_weights(self, P):
         """``B`` from the Fortran-ordered ``G + lam I``, in place (one dense matrix in all)."""
-        n = P.shape[0]
+        gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
+        fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
         with (
             threadpool_limits(self.num_threads or None, user_api="blas"),
             progress_bar(
-                self.show_progress, total=sum(inverse_flops(n)) / 1e9, desc="EASE dense inverse", unit="GFlop"
+                self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt
             ) as bar,
         ):
             spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
