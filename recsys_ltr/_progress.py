@@ -1,31 +1,26 @@
-"""The ``show_progress`` convention of the estimators: ``True``, ``False`` or ``None`` (a bar only
-when standard error is a terminal, like implicit's and tqdm's own ``disable=None``)."""
+"""Progress bars of long fits: one rule for every estimator (implicit's and LightFM's habit)."""
 
 from __future__ import annotations
 
 import sys
 
 import numpy as np
-from tqdm.auto import tqdm
 
-__all__ = ["progress_bar", "progress_enabled"]
+__all__ = ["progress", "progress_enabled"]
 
 
 def progress_enabled(show_progress) -> bool:
-    """Whether to draw a bar: ``show_progress`` itself, or for ``None`` whether stderr is a terminal.
-
-    Raises ``TypeError`` for anything but a bool or ``None``.
-    """
+    """Whether to show a progress bar: ``None`` means on when standard error is a terminal (so
+    logs and CI stay quiet), ``True``/``False`` as given; anything else is a ``TypeError``."""
     if show_progress is None:
-        try:
-            return sys.stderr is not None and sys.stderr.isatty()
-        except (AttributeError, ValueError):  # a replaced or closed stream
-            return False
-    if isinstance(show_progress, (bool, np.bool_)):
-        return bool(show_progress)
-    raise TypeError(f"show_progress must be True, False or None (on when stderr is a terminal), got {show_progress!r}")
+        return sys.stderr.isatty()
+    if not isinstance(show_progress, (bool, np.bool_)):
+        raise TypeError(f"show_progress must be True, False or None (on in a terminal), got {show_progress!r}")
+    return bool(show_progress)
 
 
-def progress_bar(show_progress, **kwargs) -> tqdm:
-    """A ``tqdm`` bar (``kwargs`` passed on), disabled unless :func:`progress_enabled`."""
+def progress(show_progress, **kwargs):
+    """A tqdm bar (a context manager) shown according to :func:`progress_enabled`."""
+    from tqdm.auto import tqdm
+
     return tqdm(disable=not progress_enabled(show_progress), **kwargs)

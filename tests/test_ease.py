@@ -305,7 +305,7 @@ def test_load_makes_a_fortran_ordered_B_row_major(tmp_path):
 @pytest.mark.parametrize(
     "corrupt, message",
     [
-        (lambda Z: sp.csr_matrix(Z[:5]), r"factor_ must be a sparse 20 x 20 matrix"),
+        (lambda Z: sp.csr_matrix(Z[:5]), r"factor_ must be 20 x 20, got 5 x 20"),
         (lambda Z: sp.csr_matrix(Z.multiply(-1.0)), "positive diagonal"),
         (lambda Z: sp.csr_matrix((np.full(Z.nnz, np.nan), Z.indices, Z.indptr), shape=Z.shape), "finite"),
     ],
@@ -315,6 +315,16 @@ def test_load_rejects_a_malformed_factor(tmp_path, corrupt, message):
     model.factor_ = corrupt(model.factor_)
     model.save(tmp_path / "bad")
     with pytest.raises(ValueError, match=message):
+        EASE.load(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_load_rejects_both_or_neither_weights(tmp_path, both):
+    model = EASE(lam=5.0, solver="sparse", k=3).fit(random_matrix(0))
+    model.B_ = np.zeros((20, 20)) if both else None
+    model.factor_ = model.factor_ if both else None
+    model.save(tmp_path / "bad")
+    with pytest.raises(ValueError, match="exactly one of B_ .* and factor_"):
         EASE.load(tmp_path / "bad")
 
 

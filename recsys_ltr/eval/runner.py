@@ -17,10 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import re
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -31,6 +29,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from recsys_ltr import split
+from recsys_ltr._io import atomic_write
+from recsys_ltr._progress import progress_enabled
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.metrics import evaluate
@@ -45,7 +45,18 @@ def table_metrics(k: int) -> list[str]:
 
 
 #: Bumped when the cached content or its meaning changes (older files are then recomputed).
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+
+
+@cache
+def code_fingerprint() -> str:
+    """sha256 of the package's source files: cached results are tied to the code that made them."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass
@@ -81,6 +92,17 @@ class FoldResult:
         data["users"] = np.asarray(data["users"], dtype=np.int64)
         return cls(**data)
 
+    def check(self, users: np.ndarray) -> None:
+        """Raise ``ValueError`` unless the result covers exactly the evaluated ``users`` and every
+        mean is the mean of its per-user values."""
+        if not np.array_equal(self.users, users):
+            raise ValueError(f"holds {self.users.size} users, the fold evaluates {users.size}")
+        for name, values in self.per_user.items():
+            if values.shape != users.shape or not np.all(np.isfinite(values)):
+                raise ValueError(f"per-user {name} has {values.size} values for {users.size} users")
+            if not np.isclose(self.test.get(name, np.nan), values.mean(), rtol=1e-12, atol=1e-15):
+                raise ValueError(f"test {name} = {self.test.get(name)!r} is not the mean of its per-user values")
+
 
 @dataclass
 class Skipped:
@@ -102,18 +124,42 @@ class Experiment:
 
 
 # ------------------------------------------------------------------------------ tuning
-def _fitter(method, train, val, random_state, num_threads):
-    """``fit(params) -> (fitted model, seconds)`` with the method's seed/thread/validation habits."""
-    extra = {}
+def build(method, params, random_state=None, num_threads=0, context=None):
+    """The unfitted estimator of ``method`` at ``params`` with the method's seed and thread habits
+    and the unit's ``context`` (``stack_context``): a stacking method's bases are built here."""
+    extra = dict(context or {})
     if method.seeded:
         extra["random_state"] = random_state
     if method.threaded:
         extra["num_threads"] = num_threads
+    if "bases" in extra:
+        extra["bases"] = [build(get_method(n), p, random_state, num_threads) for n, p in extra["bases"]]
+    model = method.build(**params, **extra)
+    if hasattr(model, "show_progress"):  # the run's bar counts units; the fits inside stay quiet
+        model.set_params(show_progress=False)
+    return model
+
+
+def stack_context(method, fold_results, exclude_top=None) -> dict | None:
+    """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold: ``bases``, the
+    ``[name, params]`` chosen for each base method in ``fold_results`` (name -> FoldResult; a
+    skipped one is left out), and ``label_exclude_top`` under the novelty protocol.  ``{}`` for
+    the other methods, ``None`` when no base ran."""
+    if not method.stack_on:
+        return {}
+    bases = [[n, fold_results[n].params] for n in method.stack_on if n in fold_results]
+    if not bases:
+        return None
+    return {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
+
+
+def _fitter(method, train, val, random_state, num_threads, context=None):
+    """``fit(params) -> (fitted model, seconds)`` with the method's seed/thread/validation habits."""
 
     def fit(params):
         t0 = time.perf_counter()
-        model = method.build(**params, **extra)
-        model = model.fit(train, val) if method.uses_validation else model.fit(train)
+        model = build(method, params, random_state, num_threads, context)
+        model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
         return model, time.perf_counter() - t0
 
     return fit
@@ -145,7 +191,7 @@ def _setting_key(params) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None):
+def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None):
     """Two-level tuning on validation ADG (dissertation sec. 4.7.3).
 
     Level 1 tries every value of the main hyper-parameter with the secondary ones at their
@@ -163,7 +209,7 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
         Every setting tried (see :class:`FoldResult`).
     """
     method = get_method(method_name)
-    fit = _fitter(method, train, val, random_state, num_threads)
+    fit = _fitter(method, train, val, random_state, num_threads, context)
     logged = {_setting_key(t["params"]): t for t in (log.load() if log else ())}
     trials = []
     best = None
@@ -195,14 +241,22 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
 
 
 def tune_and_test(
-    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None
+    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None
 ) -> FoldResult:
     """Pick a method's setting by :func:`tune`, then evaluate it on ``test`` (validation excluded).
 
     Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
     """
     params, model, trials = tune(
-        method_name, train, val, budget=budget, k=k, random_state=random_state, num_threads=num_threads, log=log
+        method_name,
+        train,
+        val,
+        budget=budget,
+        k=k,
+        random_state=random_state,
+        num_threads=num_threads,
+        log=log,
+        context=context,
     )
     res = evaluate(model, train, test, exclude=val, k=k, num_threads=num_threads)
     chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
@@ -220,7 +274,7 @@ def tune_and_test(
     )
 
 
-def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None):
+def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None, context=None):
     """One (method, fold) unit: a :class:`FoldResult`, or :class:`Skipped` when the method raises
     one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency)."""
     method = get_method(method_name)
@@ -235,6 +289,7 @@ def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, nu
             random_state=random_state,
             num_threads=num_threads,
             log=log,
+            context=context,
         )
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
@@ -255,16 +310,25 @@ class UnitCache:
     """One JSON file per unit under ``directory``, written atomically (temporary file + rename).
 
     The file holds the unit's key (data set, data fingerprint, method spec, fold, protocol, budget,
-    seed, split parameters, cutoff, :data:`CACHE_VERSION`) and its :class:`FoldResult`; a file
-    whose key differs or that cannot be read is ignored (and overwritten when recomputed).
+    seed, split parameters, cutoff, the unit's context -- a stacking method's bases --,
+    :data:`CACHE_VERSION`) and its :class:`FoldResult`; a file whose key differs or that cannot be
+    read is ignored (and overwritten when recomputed).  ``contexts`` maps ``(method, fold)`` to the
+    unit's context (``stack_context``), filled before the unit is looked up.
     """
 
-    def __init__(self, directory, **settings):
+    def __init__(self, directory, contexts=None, **settings):
         self.directory = Path(directory)
+        self.contexts = {} if contexts is None else contexts
         self.settings = settings
 
     def key(self, method_name, fold) -> dict:
-        key = {"version": CACHE_VERSION, **self.settings, "method": get_method(method_name).spec(), "fold": fold}
+        key = {
+            "version": CACHE_VERSION,
+            **self.settings,
+            "method": get_method(method_name).spec(),
+            "fold": fold,
+            "context": self.contexts.get((method_name, fold), {}),
+        }
         return json.loads(json.dumps(key))  # tuples -> lists, as read back
 
     def path(self, method_name, fold) -> Path:
@@ -274,23 +338,30 @@ class UnitCache:
         stem = f"{s['dataset']}-{s['protocol']}-{s['budget']}-seed{s['seed']}-{method_name}-fold{fold}-{digest}"
         return self.directory / (re.sub(r"[^\w.@-]", "_", stem) + ".json")
 
-    def load(self, method_name, fold) -> FoldResult | None:
+    def load(self, method_name, fold, users) -> FoldResult | None:
+        """The cached unit, or ``None`` when absent, made for other inputs or code, or failing its
+        integrity checks (digest of its content, coverage of the fold's evaluated ``users``)."""
         path = self.path(method_name, fold)
         try:
             payload = json.loads(path.read_text())
             if payload["key"] != self.key(method_name, fold):
                 return None
-            return FoldResult.from_json(payload["result"])
+            if payload.get("sha256") != _digest(payload["key"], payload["result"]):
+                raise ValueError("its content does not match its sha256 digest (edited or damaged)")
+            result = FoldResult.from_json(payload["result"])
+            result.check(users)
+            return result
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError) as exc:
-            print(f"ignoring unreadable cache file {path}: {exc}", file=sys.stderr)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            print(f"ignoring cache file {path}: {exc}; recomputing", file=sys.stderr)
             return None
 
     def store(self, result: FoldResult) -> Path:
-        """Write the finished unit and drop its :class:`TrialLog`."""
+        """Write the finished unit (with the digest of its content) and drop its :class:`TrialLog`."""
         path = self.path(result.method, result.fold)
-        _write_json(path, {"key": self.key(result.method, result.fold), "result": result.to_json()})
+        key, content = self.key(result.method, result.fold), json.loads(json.dumps(result.to_json()))
+        _write_json(path, {"key": key, "result": content, "sha256": _digest(key, content)})
         self.trial_log(result.method, result.fold).clear()
         return path
 
@@ -329,18 +400,14 @@ class TrialLog:
         self.path.unlink(missing_ok=True)
 
 
+def _digest(key, result) -> str:
+    return hashlib.sha256(json.dumps({"key": key, "result": result}, sort_keys=True).encode()).hexdigest()
+
+
 def _write_json(path: Path, payload) -> None:
-    """Write ``payload`` to ``path`` atomically (temporary file in the same directory + rename)."""
+    """Write ``payload`` to ``path`` atomically (:func:`recsys_ltr._io.atomic_write`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is needlessly private
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: f.write(json.dumps(payload).encode()))
 
 
 # ------------------------------------------------------------------------------ experiment
@@ -372,9 +439,9 @@ def _execute(units, jobs, arguments):
 class _UnitArguments:
     """Arguments of :func:`run_unit` for a (method, fold) unit."""
 
-    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True):
+    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True, contexts=None):
         self.splits, self.budget, self.k, self.seed, self.num_threads = splits, budget, k, seed, num_threads
-        self.cache, self.resume = cache, resume
+        self.cache, self.resume, self.contexts = cache, resume, {} if contexts is None else contexts
 
     def args(self, name, fold):
         return (name, fold, *self.splits[fold])
@@ -387,6 +454,7 @@ class _UnitArguments:
             "random_state": self.seed + fold,
             "num_threads": self.num_threads,
             "log": log,
+            "context": self.contexts.get((name, fold)),
         }
 
 
@@ -413,28 +481,28 @@ def run_experiment(
     cache_dir=None,
     read_cache=True,
     dataset="data",
-    show_progress=True,
+    show_progress=None,
 ) -> Experiment:
     """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
 
     With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
     all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
     :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
+    ``show_progress``: a bar over the units (``None``: on when standard error is a terminal).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    methods = list(dict.fromkeys(methods))
-    for name in methods:
-        get_method(name)  # fail before any work on an unknown name
+    methods = with_bases(methods)
     folds = check_positive_int(folds, "folds")
     jobs = check_positive_int(jobs, "jobs")
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
     splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
-    cache = None
+    cache, contexts = None, {}
     if cache_dir is not None:
         cache = UnitCache(
             cache_dir,
+            contexts,
             dataset=dataset,
             data=data_fingerprint(X),
             protocol=protocol,
@@ -444,33 +512,52 @@ def run_experiment(
             test=test,
             exclude_top=exclude_top,
             k=k,
+            code=code_fingerprint(),
         )
     units = [(name, fold) for fold in range(folds) for name in methods]
-    outcomes = {unit: cache.load(*unit) for unit in units} if cache and read_cache else {}
-    todo = [unit for unit in units if outcomes.get(unit) is None]
-    bar = tqdm(
-        total=len(units),
-        initial=len(units) - len(todo),
-        desc=f"{dataset} {protocol}",
-        unit="run",
-        disable=not show_progress,
-    )
-    reported = set()
-    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)
-    for unit, outcome in _execute(todo, jobs, arguments):
-        outcomes[unit] = outcome
-        if isinstance(outcome, Skipped):
-            if outcome.method not in reported:
-                reported.add(outcome.method)
-                tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
-        elif cache:
-            cache.store(outcome)
-        bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
-        bar.update()
+    evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
+    bar = tqdm(total=len(units), desc=f"{dataset} {protocol}", unit="run", disable=not progress_enabled(show_progress))
+    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache, contexts)
+    outcomes, computed, reported = {}, [], set()
+    for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
+        wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
+        for name, fold in wave if stacking else ():
+            done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
+            contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top)
+            if contexts[(name, fold)] is None:
+                outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
+        if cache and read_cache:
+            outcomes.update({u: cache.load(*u, evaluated[u[1]]) for u in wave if u not in outcomes})
+        todo = [unit for unit in wave if outcomes.get(unit) is None]
+        bar.update(len(wave) - len(todo))
+        for unit, outcome in _execute(todo, jobs, arguments):
+            outcomes[unit] = outcome
+            if isinstance(outcome, Skipped):
+                if outcome.method not in reported:
+                    reported.add(outcome.method)
+                    tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
+            elif cache:
+                cache.store(outcome)
+            bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
+            bar.update()
+        computed += todo
     bar.close()
     ordered = [outcomes[unit] for unit in units]
     return Experiment(
         results=[o for o in ordered if isinstance(o, FoldResult)],
         skipped=[o for o in ordered if isinstance(o, Skipped)],
-        computed=todo,
+        computed=computed,
     )
+
+
+def with_bases(methods) -> list[str]:
+    """``methods`` (checked, duplicates dropped) with the base methods of the stacking ones added
+    before them: a stacking method needs its bases tuned on the same folds."""
+    out = []
+    for name in methods:
+        for base in get_method(name).stack_on:  # fails on an unknown name before any work
+            if base not in out:
+                out.append(base)
+        if name not in out:
+            out.append(name)
+    return out

@@ -10,11 +10,11 @@ import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
-from .._progress import progress_bar, progress_enabled
+from .._progress import progress
 from .._validation import check_positive_int, check_real, numba_threads
 from ._fsai import elimination_order, fsai_factor
 from ._spd_inverse import inverse_flops, spd_inverse_inplace
-from .base import Recommender, rank_dense_rows, sparse_dense_product
+from .base import Recommender, sparse_dense_product
 
 __all__ = ["EASE", "available_memory"]
 
@@ -96,9 +96,9 @@ class EASE(Recommender):
     solver_ : str
         The solver used, ``"dense"`` or ``"sparse"``.
     B_ : ndarray of shape (n_items, n_items)
-        Dense solver: the item weights, zero diagonal.
+        Dense solver: the item weights, zero diagonal (``None`` after a sparse solve).
     factor_ : scipy.sparse.csr_matrix of shape (n_items, n_items)
-        Sparse solver: ``Z`` (``P ~ Z^T Z``).
+        Sparse solver: ``Z`` (``P ~ Z^T Z``; ``None`` after a dense solve).
     """
 
     def __init__(
@@ -119,13 +119,11 @@ class EASE(Recommender):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    @property
-    def _state_attributes(self):
-        return ("B_",) if self.solver_ == "dense" else ("factor_",)
+    #: one of the two is set by a fit (the other is ``None``, not saved)
+    _model_state = ("B_", "factor_")
 
-    def _validate_params(self, X):
-        check_positive_int(self.num_threads, "num_threads", minimum=0)
-        progress_enabled(self.show_progress)
+    def _check_params(self):
+        super()._check_params()
         check_real(self.lam, "lam", low=0.0, low_open=True)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
@@ -142,10 +140,10 @@ class EASE(Recommender):
         if self.solver_ == "dense":
             dense = A.toarray().T  # Fortran-ordered and, A being symmetric, equal to A
             del A
-            self.B_ = self._dense_weights(dense)
+            self.B_, self.factor_ = self._dense_weights(dense), None
         else:
             A.sort_indices()
-            self.factor_ = self._sparse_factor(A)
+            self.B_, self.factor_ = None, self._sparse_factor(A)
 
     def _choose_solver(self, n):
         """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and the memory left."""
@@ -183,9 +181,7 @@ class EASE(Recommender):
         fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
         with (
             threadpool_limits(self.num_threads or None, user_api="blas"),
-            progress_bar(
-                self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt
-            ) as bar,
+            progress(self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
         ):
             spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
         _symmetrise_upper(P)
@@ -199,7 +195,7 @@ class EASE(Recommender):
         with (
             threadpool_limits(1, user_api="blas"),  # the rows' small solves run in parallel
             numba_threads(self.num_threads),
-            progress_bar(self.show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
+            progress(self.show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
         ):
             return fsai_factor(A, rank, self.k, step=bar.update)
 
@@ -222,35 +218,33 @@ class EASE(Recommender):
         out[np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr)), rows.indices] += rows.data
         return out
 
-    def _similar(self, items, n_out):
-        return rank_dense_rows(self._weight_rows, items, n_out, self.n_items_)
-
-    def _weight_rows(self, items):
-        """Rows ``B[items]`` (dense for the dense solver, sparse for the sparse one)."""
+    def _item_similarity_rows(self, items):
+        """Rows ``B[items]``, dense."""
         if self.solver_ == "dense":
             return self.B_[items]
-        rows = (self.factor_t_[items] @ self.factor_).multiply(-1.0 / self.pdiag_).tocsr()
+        rows = (self.factor_t_[items] @ self.factor_).toarray()
+        rows /= -self.pdiag_
         rows[np.arange(items.size), items] = 0.0  # B_ii = 1 - P_ii / P_ii, exactly
-        rows.eliminate_zeros()
         return rows
 
     # ------------------------------------------------------------------ persistence
-    def _check_state_names(self, names, path):
-        self.solver_ = "dense" if "B_" in names else "sparse"
-        super()._check_state_names(names, path)
+    def _required_state(self):
+        return ("user_items_",)  # and one of B_ / factor_, checked below
 
-    def _check_state(self, path):
+    def _check_state(self):
         n = self.n_items_
+        if (self.B_ is None) == (self.factor_ is None):
+            raise ValueError("an EASE file holds exactly one of B_ (dense solver) and factor_ (sparse solver)")
+        self.solver_ = "dense" if self.factor_ is None else "sparse"
         if self.solver_ == "dense":
-            self._check_dense_state(path, {"B_": (n, n)})
-            self.B_ = np.ascontiguousarray(self.B_, dtype=np.float64)
+            self._check_dense_state({"B_": (n, n)})
+            self.B_ = np.ascontiguousarray(self.B_)
             return
         Z = self.factor_
-        if not sp.issparse(Z) or Z.shape != (n, n):
-            raise ValueError(f"{path}: factor_ must be a sparse {n} x {n} matrix, got {getattr(Z, 'shape', Z)}")
+        if Z.shape != (n, n):
+            raise ValueError(f"factor_ must be {n} x {n}, got {Z.shape[0]} x {Z.shape[1]}")
         if not np.all(np.isfinite(Z.data)) or not np.all(Z.diagonal() > 0):
-            raise ValueError(f"{path}: factor_ must be finite with a positive diagonal")
-        self.factor_ = sp.csr_matrix(Z, dtype=np.float64)
+            raise ValueError("factor_ must be finite with a positive diagonal")
 
 
 def _size(n_bytes):
