@@ -178,6 +178,20 @@ def test_sparse_recommend_and_similar_items_match_the_weights():
         assert i not in ids[i] and np.count_nonzero(B[i]) == valid.sum()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_regularised_gram_equals_the_textbook_sum(seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(40, 25, density=0.15, random_state=seed, format="csr")
+    X.data = rng.integers(1, 4, X.nnz).astype(np.float64)  # weighted feedback
+    X = sp.csr_matrix(X.toarray() * (np.arange(25) % 7 != 3))  # items without interactions
+    lam = float(rng.uniform(0.1, 1000.0))
+    A = ease_module._regularised_gram(X, lam)
+    expected = (X.T @ X).toarray() + lam * np.eye(25)
+    assert A.format == "csr" and A.has_sorted_indices
+    np.testing.assert_array_equal(A.diagonal(), expected.diagonal())  # exactly lam, not sqrt(lam)^2
+    np.testing.assert_allclose(A.toarray(), expected, rtol=1e-15)
+
+
 # ---------------------------------------------------------------- solver choice
 def test_auto_takes_the_dense_solve_up_to_dense_max_items():
     D = random_matrix(0, n_items=30)

@@ -134,15 +134,13 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        n = X.shape[1]
-        A = (X.T @ X + self.lam * sp.identity(n, format="csr")).tocsr()
-        self.solver_ = self._choose_solver(n)
+        A = _regularised_gram(X, self.lam)
+        self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside A
         if self.solver_ == "dense":
             dense = A.toarray().T  # Fortran-ordered and, A being symmetric, equal to A
             del A
             self.B_, self.factor_ = self._dense_weights(dense), None
         else:
-            A.sort_indices()
             self.B_, self.factor_ = None, self._sparse_factor(A)
 
     def _choose_solver(self, n):
@@ -245,6 +243,22 @@ class EASE(Recommender):
             raise ValueError(f"factor_ must be {n} x {n}, got {Z.shape[0]} x {Z.shape[1]}")
         if not np.all(np.isfinite(Z.data)) or not np.all(Z.diagonal() > 0):
             raise ValueError("factor_ must be finite with a positive diagonal")
+
+
+def _regularised_gram(X, lam):
+    """``X^T X + lam I`` as CSR with sorted indices, in the memory of the result alone.
+
+    One sparse product of ``Y = [X; sqrt(lam) I]`` with itself (so every diagonal entry is stored,
+    even of an item without interactions) gives ``Y^T Y`` in CSC, read as CSR since it is
+    symmetric; its diagonal is then set to exactly ``||X_:j||^2 + lam``.  Adding ``lam I`` to
+    ``X^T X`` instead holds three copies of the Gram matrix at its peak.
+    """
+    n = X.shape[1]
+    Y = sp.vstack([X, sp.identity(n, format="csr") * np.sqrt(lam)], format="csr")
+    A = (Y.T @ Y).T.tocsr()  # no copy when the product is CSC (scipy's choice for CSC @ CSR)
+    A.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)  # in place: every entry exists
+    A.sort_indices()
+    return A
 
 
 def _size(n_bytes):
