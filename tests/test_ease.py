@@ -16,7 +16,7 @@ from scipy.linalg import get_lapack_funcs
 import recsys_ltr.models.ease as ease_module
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr.models import EASE
-from recsys_ltr.models._fsai import elimination_order
+from recsys_ltr.models._fsai import elimination_order, fsai_pattern_sizes
 from recsys_ltr.models._spd_inverse import inverse_flops, spd_inverse_inplace
 
 
@@ -190,6 +190,19 @@ def test_regularised_gram_equals_the_textbook_sum(seed):
     assert A.format == "csr" and A.has_sorted_indices
     np.testing.assert_array_equal(A.diagonal(), expected.diagonal())  # exactly lam, not sqrt(lam)^2
     np.testing.assert_allclose(A.toarray(), expected, rtol=1e-15)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("seed", range(3))
+def test_fsai_pattern_sizes_count_earlier_neighbours(seed):
+    A = ease_module._regularised_gram(sp.csr_matrix(random_matrix(seed, n_items=30)), 1.0)
+    rank = np.random.default_rng(seed).permutation(30)
+    for k in (1, 3, 29):
+        indptr = fsai_pattern_sizes(A, rank, k)
+        dense = A.toarray()
+        earlier = [sum(1 for j in range(30) if dense[i, j] != 0 and rank[j] < rank[i]) for i in range(30)]
+        np.testing.assert_array_equal(np.diff(indptr), np.minimum(earlier, k) + 1)
+        assert indptr[0] == 0 and indptr.dtype == np.int64
 
 
 # ---------------------------------------------------------------- solver choice

@@ -40,10 +40,20 @@ def elimination_order(popularity: np.ndarray) -> np.ndarray:
 
 def fsai_pattern_sizes(A: sp.csr_matrix, rank: np.ndarray, k: int) -> np.ndarray:
     """Row pointer of the factor: row ``i`` holds ``i`` and at most ``k`` earlier neighbours."""
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    earlier = rank[A.indices] < rank[rows]
-    sizes = np.minimum(np.bincount(rows[earlier], minlength=A.shape[0]), k) + 1
+    sizes = np.minimum(_earlier_counts(A.indptr, A.indices, rank), k) + 1
     return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+
+
+@njit(parallel=True, cache=True)
+def _earlier_counts(indptr, indices, rank):
+    """Stored columns ``j`` of every row ``i`` with ``rank[j] < rank[i]`` (no temporary of ``A``'s size)."""
+    n = indptr.shape[0] - 1
+    counts = np.zeros(n, np.int64)
+    for i in prange(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            if rank[indices[p]] < rank[i]:
+                counts[i] += 1
+    return counts
 
 
 def fsai_factor(A: sp.csr_matrix, rank: np.ndarray, k: int, step=None) -> sp.csr_matrix:
