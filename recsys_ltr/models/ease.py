@@ -84,7 +84,7 @@ class EASE(Recommender):
         ``"auto"`` solves catalogues up to this size densely (the dense fit time grows as ``n_items^3``).
     memory_limit : int, optional
         Bytes a fit may allocate; by default (and at most) the memory available when ``fit``
-        starts (:func:`available_memory`).  A solver that does not fit raises ``MemoryError``.
+        starts (``recsys_ltr.models.ease.available_memory()``).  A solver that does not fit raises ``MemoryError``.
     num_threads : int
         BLAS threads of the dense solve and numba threads of the sparse solve and of scoring
         (0 = all).
