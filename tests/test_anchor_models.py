@@ -1,5 +1,5 @@
-"""EASE, ALS, BPR and LightFM-WARP: closed forms against brute force, wrappers against the
-libraries' own factors, quality on a planted problem, reproducibility, errors, persistence."""
+"""EASE, ALS, BPR and LightFM-WARP: wrappers against the libraries' own factors, quality on a
+planted problem, reproducibility, errors, persistence (EASE's solvers: test_ease.py)."""
 
 import numpy as np
 import pytest
@@ -40,95 +40,6 @@ def random_matrix(seed, n_users=30, n_items=20, density=0.2):
 
 def small(cls, **kw):
     return cls(**SMALL[cls], random_state=0, num_threads=1, **kw)
-
-
-# ---------------------------------------------------------------- EASE
-def brute_ease(D, lam):
-    P = np.linalg.inv(D.T @ D + lam * np.eye(D.shape[1]))
-    B = np.eye(D.shape[1]) - P / np.diag(P)[None, :]
-    np.fill_diagonal(B, 0.0)
-    return B
-
-
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n_items=st.integers(2, 40), lam=st.floats(0.1, 1000.0))
-def test_ease_matches_brute_force_inverse(seed, n_items, lam):
-    D = random_matrix(seed, n_users=25, n_items=n_items)
-    model = EASE(lam=lam).fit(D)
-    B = brute_ease(D, lam)
-    np.testing.assert_allclose(model.B_, B, rtol=1e-8, atol=1e-10)
-    assert np.all(np.diag(model.B_) == 0)
-    users = np.arange(D.shape[0])
-    np.testing.assert_allclose(model.score(users), D @ B, rtol=1e-8, atol=1e-10)
-
-
-def test_ease_large_catalogue_exercises_blocked_symmetrisation():
-    D = random_matrix(1, n_users=60, n_items=1100, density=0.02)
-    model = EASE(lam=5.0).fit(D)
-    np.testing.assert_allclose(model.B_, brute_ease(D, 5.0), rtol=1e-7, atol=1e-10)
-
-
-@pytest.mark.parametrize("n_items, threaded", [(40, True), (41, False)])
-def test_ease_factorises_large_catalogues_on_one_thread(monkeypatch, n_items, threaded):
-    """Threaded OpenBLAS dpotrf segfaults on large orders: above the limit LAPACK runs on one thread."""
-    from threadpoolctl import threadpool_info
-
-    import recsys_ltr.models.ease as ease_module
-
-    def blas_threads():
-        return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
-
-    with ease_module.threadpool_limits(2, user_api="blas"):
-        expected = blas_threads() if threaded else [1]
-    seen = []
-    cho_factor = ease_module.cho_factor
-
-    def spy(*args, **kwargs):
-        seen.extend(blas_threads())
-        return cho_factor(*args, **kwargs)
-
-    monkeypatch.setattr(ease_module, "_THREADED_LAPACK_MAX", 40)
-    monkeypatch.setattr(ease_module, "cho_factor", spy)
-    D = random_matrix(2, n_users=50, n_items=n_items, density=0.1)
-    model = EASE(lam=5.0, num_threads=2).fit(D)
-    assert seen == expected
-    np.testing.assert_allclose(model.B_, brute_ease(D, 5.0), rtol=1e-8, atol=1e-10)
-
-
-def test_ease_hand_computed():
-    # X^T X = [[2, 1], [1, 1]], lam = 1: P = inv([[3, 1], [1, 2]]) = [[2, -1], [-1, 3]] / 5
-    # B_01 = -P_01 / P_11 = 1/3, B_10 = -P_10 / P_00 = 1/2
-    D = np.array([[1.0, 1.0], [1.0, 0.0]])
-    model = EASE(lam=1.0).fit(D)
-    np.testing.assert_allclose(model.B_, [[0.0, 1 / 3], [1 / 2, 0.0]], atol=1e-12)
-    np.testing.assert_allclose(model.score([0, 1]), [[1 / 2, 1 / 3], [0.0, 1 / 3]], atol=1e-12)
-    ids, scores = model.recommend(1, N=5)
-    assert ids.tolist() == [1] and scores.tolist() == pytest.approx([1 / 3])
-    ids, scores = model.similar_items(0, N=3)  # row B_0.
-    assert ids.tolist() == [1] and scores.tolist() == pytest.approx([1 / 3])
-
-
-def test_ease_new_user_scored_without_refit():
-    D = random_matrix(3)
-    model = EASE(lam=10.0).fit(D)
-    row = sp.csr_matrix(D[[4]])
-    ids_new, scores_new = model.recommend(1000, user_items=row, N=5)
-    ids_old, scores_old = model.recommend(4, N=5)
-    assert ids_new.tolist() == ids_old.tolist()
-    np.testing.assert_allclose(scores_new, scores_old)
-
-
-def test_ease_errors():
-    D = random_matrix(0, n_items=30)
-    with pytest.raises(ValueError, match=r"max_items=20.*GB.*EASE\(max_items=30\)"):
-        EASE(max_items=20).fit(D)
-    for lam in (0.0, -1.0, np.inf):
-        with pytest.raises(ValueError, match="lam"):
-            EASE(lam=lam).fit(D)
-    with pytest.raises(TypeError, match="lam"):
-        EASE(lam="big").fit(D)
-    with pytest.raises(ValueError, match="max_items"):
-        EASE(max_items=0).fit(D)
 
 
 # ---------------------------------------------------------------- factor models

@@ -1,4 +1,5 @@
 import json
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -359,6 +360,36 @@ def test_two_level_tuning_finds_the_known_optimum(small, monkeypatch):
     assert adg[1] > adg[2] > adg[0] and adg[3] > adg[1] > adg[4]
     # level 1 fitted once at the largest k (with_k), level 2 once per non-default setting
     assert _Fake.fits == [(100, 1.0), (50, 0.1), (50, 10.0)]
+
+
+class _Counted(_Fake):
+    """A :class:`_Fake` that records how many fitted models are alive when it is fitted."""
+
+    alive = weakref.WeakSet()
+    seen = []
+
+    def fit(self, X, validation):
+        _Counted.seen.append(len(_Counted.alive))
+        _Counted.alive.add(self)
+        return super().fit(X, validation)
+
+
+@pytest.mark.parametrize("keep_best", [True, False])
+def test_tuning_without_keep_best_holds_one_model_and_refits_the_chosen(small, monkeypatch, keep_best):
+    grid = {"quick": (1.0, 0.1, 10.0)}  # the second is best: kept (or refitted) while the third is tried
+    monkeypatch.setitem(
+        METHODS,
+        "counted",
+        Method("counted", _Counted, "lam", grid, uses_validation=True, threaded=False, keep_best=keep_best),
+    )
+    _Fake.fits, _Counted.seen = [], []
+    train, val, _ = next(split.folds(small, 1))
+    params, model, trials = tune("counted", train, val)
+    assert params == {"lam": 0.1} and model.lam == 0.1 and len(trials) == 3
+    if keep_best:
+        assert _Fake.fits == [(10, 1.0), (10, 0.1), (10, 10.0)] and _Counted.seen == [0, 1, 1]
+    else:
+        assert _Fake.fits == [(10, 1.0), (10, 0.1), (10, 10.0), (10, 0.1)] and _Counted.seen == [0, 0, 0, 0]
 
 
 def test_skipped_methods_are_reported_not_fatal(small, monkeypatch, capsys):

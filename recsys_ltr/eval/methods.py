@@ -33,6 +33,7 @@ class Method:
     seeded: bool = False  # takes random_state
     threaded: bool = True  # takes num_threads
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
+    keep_best: bool = True  # tuning holds the best model while fitting the next (False: refits it at the end)
     stack_on: tuple[str, ...] = ()  # base methods whose settings tuned on the fold become ``bases``
 
     def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
@@ -281,9 +282,10 @@ METHODS: dict[str, Method] = {
             _model("EASE"),
             "lam",
             _both((100.0, 500.0, 2000.0), _EASE_PAPER),
-            description="EASE (Steck 2019), closed form; refused when the catalogue is too large",
+            description="EASE (Steck 2019): closed form, or its sparse approximation on large catalogues",
             threaded=False,
-            skip_on=(ImportError, ValueError),
+            skip_on=(ImportError, MemoryError),
+            keep_best=False,  # the dense item-item matrix dominates memory
         ),
     )
 }

@@ -218,6 +218,8 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
         nonlocal best
         trial, model = logged.get(_setting_key(params)), None
         if trial is None:
+            if not method.keep_best and best is not None:
+                best = (*best[:2], None)  # one model in memory at a time: the chosen one is refitted
             model, seconds = make()
             adg = evaluate(model, train, val, metrics=("ADG",), k=k, num_threads=num_threads)["ADG"]
             trial = {"level": level, "params": dict(params), "validation_ADG": adg, "fit_seconds": seconds}
@@ -233,7 +235,7 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
         if params != best[1] and all(_setting_key(params) != _setting_key(t["params"]) for t in trials):
             consider(2, params, partial(fit, params))
     _, params, model = best
-    if model is None:  # chosen before an interruption
+    if model is None:  # dropped above, or chosen before an interruption
         model, _ = fit(params)
     return params, model, trials
 

@@ -1,7 +1,7 @@
 """The base recommenders of stacked FEBR: the default set, their tuning on the training labels, reuse.
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick -- EASE
-(catalogues up to EASE's ``max_items``), ALS, RP3β, KUNN, user-p and item-p -- each with a small
+(catalogues up to EASE's ``dense_max_items``), ALS, RP3β, KUNN, user-p and item-p -- each with a small
 grid of its main hyper-parameters.  The grid is searched leak-free: every setting is fitted on the
 feature part ``F`` of the training matrix and ranked by its ADG on the label part ``L`` (the
 held-out positives that the features are trained to predict); the winner's ``F``-fit makes the
@@ -51,8 +51,8 @@ def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec
     if isinstance(bases, str):  # "auto"
         names, specs = [], []
         for name, template, grid in AUTO_BASES:
-            if isinstance(template, EASE) and shape[1] > template.max_items:
-                continue  # the dense solve does not fit: left out, as the CLI skips it
+            if isinstance(template, EASE) and shape[1] > template.dense_max_items:
+                continue  # too large for the dense solve: left out (the sparse one would dominate the fit time)
             template = clone(template).set_params(num_threads=num_threads)
             k_max = min(shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
             if "k" in template.get_params() and template.k > k_max:

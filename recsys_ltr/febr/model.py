@@ -212,7 +212,7 @@ class FEBR(Recommender):
     ----------
     bases : "auto", list of Recommender, or None
         Stacked features (module docstring).  ``"auto"``: EASE (catalogues within EASE's
-        ``max_items``), ALS, RP3β, KUNN, user-p and item-p, each with a small grid of its main
+        ``dense_max_items``), ALS, RP3β, KUNN, user-p and item-p, each with a small grid of its main
         hyper-parameters searched leak-free on the training labels (:mod:`recsys_ltr.febr.bases`).
         A list: these recommenders with their parameters as given (a model already fitted on the
         same ``X`` is reused at prediction).  ``None``: the dissertation's features of ``affinity``.

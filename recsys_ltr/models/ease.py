@@ -1,21 +1,47 @@
-"""EASE, the closed-form linear item-item autoencoder (Steck 2019), an anchor of the evaluation."""
+"""EASE, the closed-form linear item-item autoencoder (Steck 2019), an anchor of the evaluation,
+with a sparse approximate inverse for catalogues too large for the dense solve."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
-from scipy.linalg import cho_factor, get_lapack_funcs
+import scipy.sparse as sp
+from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_positive_int, check_real
-from .base import Recommender
+from .._progress import progress
+from .._validation import check_positive_int, check_real, numba_threads
+from ._fsai import elimination_order, fsai_factor
+from ._spd_inverse import inverse_flops, spd_inverse_inplace
+from .base import Recommender, sparse_dense_product
 
-__all__ = ["EASE"]
+__all__ = ["EASE", "available_memory"]
 
+SOLVERS = ("auto", "dense", "sparse")
 _SYMMETRISE_BLOCK = 1024
-#: Largest order factorised by multi-threaded LAPACK: OpenBLAS's threaded ``dpotrf`` segfaults on
-#: large orders (OpenMathLib/OpenBLAS#1413, #2821; here OpenBLAS 0.3.30, 2 threads, from n ~ 16000),
-#: so larger catalogues are factorised on one thread.
-_THREADED_LAPACK_MAX = 10_000
+#: Bytes per stored entry of the sparse path's factor while fitting and scoring: the factor, its
+#: transpose and the temporaries of their construction (measured peak about 30).
+_SPARSE_BYTES_PER_ENTRY = 40
+
+
+def available_memory() -> int | None:
+    """Bytes that can be allocated now: ``MemAvailable`` of ``/proc/meminfo``, lowered to the
+    room left under a cgroup (v2) memory limit; ``None`` where neither is readable (not Linux)."""
+    room = []
+    try:
+        with open("/proc/meminfo") as f:
+            room += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f_max, open("/sys/fs/cgroup/memory.current") as f_cur:
+            limit = f_max.read().strip()
+            if limit != "max":
+                room.append(int(limit) - int(f_cur.read()))
+    except (OSError, ValueError):
+        pass
+    return min(room) if room else None
 
 
 class EASE(Recommender):
@@ -24,80 +50,234 @@ class EASE(Recommender):
     ``B = argmin ||X - X B||_F^2 + lam ||B||_F^2`` subject to ``diag(B) = 0`` has the closed
     form (Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", WWW 2019)::
 
-        P = (X^T X + lam I)^{-1},    B_ij = -P_ij / P_jj  (i != j),    B_ii = 0.
+        P = (X^T X + lam I)^{-1},    B = I - P diag(P)^{-1}    (B_ij = -P_ij / P_jj, B_ii = 0).
 
-    ``P`` comes from a float64 Cholesky factorisation (LAPACK ``potrf``/``potri``, in place), so
-    fitting holds one dense ``n_items x n_items`` float64 matrix (``8 n_items^2`` bytes) besides
-    the sparse Gram matrix.  Scores depend only on the user's row (``item_based``): new users
-    are scored from ``user_items`` without refitting.
+    Two solvers compute ``P``:
 
-    ``similar_items(i)`` ranks the row ``B_i.``: the weight item ``i`` adds to every other item's
-    score (implicit's convention for item-item models, whose scores are ``user_items @ W``).
+    * ``"dense"`` -- the exact inverse, in place in one dense ``n_items x n_items`` float64 matrix
+      (``8 n_items^2`` bytes besides the sparse Gram matrix), by a blocked Cholesky factorisation
+      and inversion whose panel steps drive the progress bar (:mod:`._spd_inverse`);
+    * ``"sparse"`` -- a factorized sparse approximate inverse ``P ~ Z^T Z`` (FSAI, Kolotilina &
+      Yeremin 1993; the approach of SANSA, Spišák et al., RecSys 2023, see :mod:`._fsai`): ``Z``
+      is lower triangular in the order of increasing popularity and row ``i`` holds ``i`` and
+      the ``k`` items before it that co-occur most with it.  ``B = I - Z^T Z diag(Z^T Z)^{-1}``
+      keeps a zero diagonal and is applied in factored form, so memory is ``O(n_items k)``.
+      It is exact when each row's pattern holds every earlier item it is coupled to (e.g. a
+      Gram matrix that is block diagonal with dense blocks of at most ``k + 1`` items).
+
+    ``"auto"`` takes the dense solve when ``n_items <= dense_max_items`` and its matrix fits in the
+    memory available (see ``memory_limit``), and the sparse one otherwise (with a warning when
+    only memory decided).  Scores depend only on the user's row (``item_based``): new users are
+    scored from ``user_items`` without refitting.  ``similar_items(i)`` ranks the row ``B_i.``:
+    the weight item ``i`` adds to every other item's score (implicit's convention for item-item
+    models, whose scores are ``user_items @ W``).
 
     Parameters
     ----------
     lam : float > 0
         L2 regularisation ``lambda`` (Steck uses a few hundred to a few thousand).
+    solver : {"auto", "dense", "sparse"}
+        How ``P`` is computed (see above).
+    k : int >= 1
+        Sparse solver: earlier items in each row of ``Z`` (the fit costs ``O(n_items k^3)`` at most).
+    dense_max_items : int >= 1
+        ``"auto"`` solves catalogues up to this size densely (the dense fit time grows as ``n_items^3``).
+    memory_limit : int, optional
+        Bytes a fit may allocate; by default (and at most) the memory available when ``fit``
+        starts (``recsys_ltr.models.ease.available_memory()``).  A solver that does not fit raises ``MemoryError``.
     num_threads : int
-        BLAS/LAPACK threads while fitting (one above 10,000 items, see ``_THREADED_LAPACK_MAX``) and
-        numba threads in ``recommend`` (0 = library default).
-    show_progress : bool
-        Unused (one closed-form solve); kept for a uniform API.
-    max_items : int
-        Refuse catalogues larger than this (``ValueError`` with the memory the fit would need).
+        BLAS threads of the dense solve and numba threads of the sparse solve and of scoring
+        (0 = all).
+    show_progress : bool or None
+        Progress bar over the solve's steps; ``None`` (default): when stderr is a terminal.
 
     Attributes
     ----------
+    solver_ : str
+        The solver used, ``"dense"`` or ``"sparse"``.
     B_ : ndarray of shape (n_items, n_items)
-        The item weights, zero diagonal.
+        Dense solver: the item weights, zero diagonal (``None`` after a sparse solve).
+    factor_ : scipy.sparse.csr_matrix of shape (n_items, n_items)
+        Sparse solver: ``Z`` (``P ~ Z^T Z``; ``None`` after a dense solve).
     """
 
-    def __init__(self, lam=500.0, num_threads=0, show_progress=False, max_items=20_000):
+    def __init__(
+        self,
+        lam=500.0,
+        solver="auto",
+        k=200,
+        dense_max_items=20_000,
+        memory_limit=None,
+        num_threads=0,
+        show_progress=None,
+    ):
         self.lam = lam
+        self.solver = solver
+        self.k = k
+        self.dense_max_items = dense_max_items
+        self.memory_limit = memory_limit
         self.num_threads = num_threads
         self.show_progress = show_progress
-        self.max_items = max_items
 
-    _model_state = ("B_",)
+    #: one of the two is set by a fit (the other is ``None``, not saved)
+    _model_state = ("B_", "factor_")
 
     def _check_params(self):
         super()._check_params()
         check_real(self.lam, "lam", low=0.0, low_open=True)
-        check_positive_int(self.max_items, "max_items")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        check_positive_int(self.k, "k")
+        check_positive_int(self.dense_max_items, "dense_max_items")
+        if self.memory_limit is not None:
+            check_positive_int(self.memory_limit, "memory_limit")
 
-    def _check_data_params(self, X):
-        max_items = self.max_items
-        n = X.shape[1]
-        if n > max_items:
-            raise ValueError(
-                f"EASE refuses {n} items (more than max_items={max_items}): the dense {n} x {n} float64 "
-                f"inverse needs {8 * n * n / 1e9:.3g} GB; pass EASE(max_items={n}) if the memory is available"
-            )
-
+    # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        n = X.shape[1]
-        G = (X.T @ X).toarray()
-        G[np.diag_indices(n)] += self.lam
-        threads = 1 if n > _THREADED_LAPACK_MAX else (self.num_threads or None)
-        with threadpool_limits(threads, user_api="blas"):
-            c, _ = cho_factor(G, lower=False, overwrite_a=True, check_finite=False)
-            potri = get_lapack_funcs("potri", (c,))
-            P, info = potri(c, lower=False, overwrite_c=True)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"LAPACK potri failed with info={info}")
-        _symmetrise_upper(P)
-        P /= -np.diag(P).copy()[None, :]
-        np.fill_diagonal(P, 0.0)
-        self.B_ = P
+        A = _regularised_gram(X, self.lam)
+        self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside A
+        if self.solver_ == "dense":
+            dense = A.toarray().T  # Fortran-ordered and, A being symmetric, equal to A
+            del A
+            self.B_, self.factor_ = self._dense_weights(dense), None
+        else:
+            self.B_, self.factor_ = None, self._sparse_factor(A)
 
+    def _choose_solver(self, n):
+        """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and the memory left."""
+        budget = available_memory()
+        if self.memory_limit is not None:
+            budget = self.memory_limit if budget is None else min(budget, self.memory_limit)
+        dense = 8.0 * n * n
+        dense_fits = budget is None or dense <= budget
+        room = "an unknown amount" if budget is None else _size(budget)
+        if self.solver == "dense" or (self.solver == "auto" and n <= self.dense_max_items and dense_fits):
+            if not dense_fits:
+                raise MemoryError(
+                    f"EASE's dense solve of {n} items needs {_size(dense)} but {room} can be allocated: "
+                    f"use solver='sparse' (or 'auto'), or free memory"
+                )
+            return "dense"
+        sparse = _SPARSE_BYTES_PER_ENTRY * n * (min(self.k, n - 1) + 1.0)
+        if budget is not None and sparse > budget:
+            raise MemoryError(
+                f"EASE's sparse solve of {n} items with k={self.k} needs about {_size(sparse)} but {room} "
+                "can be allocated: lower k or free memory"
+            )
+        if self.solver == "auto" and n <= self.dense_max_items:
+            warnings.warn(
+                f"EASE: the dense solve of {n} items needs {_size(dense)} but {room} can be allocated; "
+                f"using the sparse approximate inverse (k={self.k})",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return "sparse"
+
+    def _dense_weights(self, P):
+        """``B`` from the Fortran-ordered ``G + lam I``, in place (one dense matrix in all)."""
+        gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
+        fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
+        with (
+            threadpool_limits(self.num_threads or None, user_api="blas"),
+            progress(self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
+        ):
+            spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
+        _symmetrise_upper(P)
+        B = P.T  # C-ordered view of the symmetric P: scoring reads rows of B
+        B /= -np.diag(B).copy()
+        np.fill_diagonal(B, 0.0)
+        return B
+
+    def _sparse_factor(self, A):
+        rank = elimination_order(A.diagonal())  # the diagonal is popularity + lam
+        with (
+            threadpool_limits(1, user_api="blas"),  # the rows' small solves run in parallel
+            numba_threads(self.num_threads),
+            progress(self.show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
+        ):
+            return fsai_factor(A, rank, self.k, step=bar.update)
+
+    def _prepare(self):
+        super()._prepare()
+        if self.solver_ == "sparse":
+            Z = self.factor_
+            self.factor_t_ = Z.T.tocsr()
+            self.pdiag_ = np.asarray(Z.multiply(Z).sum(axis=0)).ravel()  # diag(Z^T Z) > 0
+
+    # ------------------------------------------------------------------ scoring
     def _score_rows(self, rows, ids, recalculate):
-        return np.asarray(rows @ self.B_)
+        if self.solver_ == "dense":
+            out = np.zeros((rows.shape[0], self.n_items_))
+            _rows_times_dense(rows.indptr, rows.indices, rows.data, self.B_, out)
+            return out
+        # x B = x - (x Z^T Z) diag(Z^T Z)^{-1}
+        out = sparse_dense_product(rows @ self.factor_t_, self.factor_)
+        out /= -self.pdiag_
+        out[np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr)), rows.indices] += rows.data
+        return out
 
     def _item_similarity_rows(self, items):
-        return self.B_[items]
+        """Rows ``B[items]``, dense."""
+        if self.solver_ == "dense":
+            return self.B_[items]
+        rows = (self.factor_t_[items] @ self.factor_).toarray()
+        rows /= -self.pdiag_
+        rows[np.arange(items.size), items] = 0.0  # B_ii = 1 - P_ii / P_ii, exactly
+        return rows
+
+    # ------------------------------------------------------------------ persistence
+    def _required_state(self):
+        return ("user_items_",)  # and one of B_ / factor_, checked below
 
     def _check_state(self):
-        self._check_dense_state({"B_": (self.n_items_, self.n_items_)})
+        n = self.n_items_
+        if (self.B_ is None) == (self.factor_ is None):
+            raise ValueError("an EASE file holds exactly one of B_ (dense solver) and factor_ (sparse solver)")
+        self.solver_ = "dense" if self.factor_ is None else "sparse"
+        if self.solver_ == "dense":
+            self._check_dense_state({"B_": (n, n)})
+            self.B_ = np.ascontiguousarray(self.B_)
+            return
+        Z = self.factor_
+        if Z.shape != (n, n):
+            raise ValueError(f"factor_ must be {n} x {n}, got {Z.shape[0]} x {Z.shape[1]}")
+        if not np.all(np.isfinite(Z.data)) or not np.all(Z.diagonal() > 0):
+            raise ValueError("factor_ must be finite with a positive diagonal")
+
+
+def _regularised_gram(X, lam):
+    """``X^T X + lam I`` as CSR with sorted indices, in the memory of the result alone.
+
+    One sparse product of ``Y = [X; sqrt(lam) I]`` with itself (so every diagonal entry is stored,
+    even of an item without interactions) gives ``Y^T Y`` in CSC, read as CSR since it is
+    symmetric; its diagonal is then set to exactly ``||X_:j||^2 + lam``.  Adding ``lam I`` to
+    ``X^T X`` instead holds three copies of the Gram matrix at its peak.
+    """
+    n = X.shape[1]
+    Y = sp.vstack([X, sp.identity(n, format="csr") * np.sqrt(lam)], format="csr")
+    A = (Y.T @ Y).T.tocsr()  # no copy when the product is CSC (scipy's choice for CSC @ CSR)
+    A.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)  # in place: every entry exists
+    A.sort_indices()
+    return A
+
+
+def _size(n_bytes):
+    """``n_bytes`` for a message: ``"2.49 GB"``, ``"80 kB"``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} bytes"
+
+
+@njit(parallel=True, cache=True)
+def _rows_times_dense(indptr, indices, data, B, out):
+    """``out += R @ B`` for the CSR rows ``R`` and the C-ordered dense ``B``, in parallel over rows."""
+    for r in prange(indptr.shape[0] - 1):
+        for p in range(indptr[r], indptr[r + 1]):
+            j = indices[p]
+            x = data[p]
+            for c in range(B.shape[1]):
+                out[r, c] += x * B[j, c]
 
 
 def _symmetrise_upper(P):
