@@ -17,8 +17,10 @@ scaled ADMM:
   (``g = 0``) skips the V-update and projects ``W + U_W``.
 
 Departures from Alg. 2.2, all standard ADMM practice (Boyd et al. 2011, sec. 3.3-3.4): the loop
-stops when the primal and dual residuals fall below ``tol`` relative to the iterates (or after
-``max_iter = T`` iterations, the early stopping of sec. 2.3.3); ``ρ`` is rebalanced (x2 or /2) when
+stops when the primal and dual residuals fall below ``tol`` relative to the iterates (with the
+floors ``1 / max_i ||Ψ_i||_F``, the size of a W that moves the margins by about 1, and
+``||I||_F = sqrt(d)``, the gradient of ``tr W``, so that a zero optimum is reached too) or after
+``max_iter = T`` iterations (the early stopping of sec. 2.3.3); ``ρ`` is rebalanced (x2 or /2) when
 one residual exceeds the other tenfold; the W- and V-iterates are over-relaxed by 1.6 in the Z-
 and U-updates (fewer iterations for the same accuracy in our runs); every run is warm-started
 from the previous cutting-plane round's ``Z, U, α``; and the returned metric is ``Z`` (PSD by
@@ -45,7 +47,7 @@ __all__ = [
     "w_update",
 ]
 
-_TINY = 1e-12  # floor of the residual scales (a zero metric)
+_TINY = 1e-300
 _BALANCE = 10.0  # residual ratio that triggers a change of ρ (Boyd et al. 2011, Eq. 3.13)
 _RELAX = 1.6  # over-relaxation of the W- and V-iterates in the Z- and U-updates (Boyd et al. 2011, sec. 3.4.3)
 
@@ -258,13 +260,15 @@ def admm_solve(A: Constraints, state: ADMMState, C, lam, penalty, *, tol, max_it
     """Alg. 2.2 on the working set ``A``, warm-started from and updating ``state``.
 
     ``penalty`` is None (MLR-ADMM), ``"l21"`` (R-MLR) or ``"l1"`` (l1-MLR).  Returns the number
-    of iterations; the metric is ``state.Z`` (and ``state.L``, ``Z = L Lᵀ``).
+    of iterations and whether the residuals met ``tol``; the metric is ``state.Z`` (and
+    ``state.L``, ``Z = L Lᵀ``).
     """
-    m = A.m
+    m, d = A.m, state.d
     alpha = np.zeros(m)
     alpha[: state.alpha.size] = state.alpha
+    w_scale = 1.0 / np.sqrt(max(A.H[np.arange(m), np.arange(m)].max(), _TINY))  # a W moving margins by ~1
     blocks = 1 if penalty is None else 2
-    it = 0
+    it, converged = 0, False
     while it < max_iter:
         it += 1
         rho = state.rho
@@ -292,16 +296,17 @@ def admm_solve(A: Constraints, state: ADMMState, C, lam, penalty, *, tol, max_it
         s = rho * np.sqrt(blocks) * np.linalg.norm(state.Z - Z_prev)
         z_norm = np.linalg.norm(state.Z)
         u_norm = rho * np.sqrt(np.sum(state.UW**2) + (np.sum(state.UV**2) if penalty is not None else 0.0))
-        eps_pri = tol * max(np.linalg.norm(W), z_norm, _TINY)
-        eps_dual = tol * max(u_norm, _TINY)
+        eps_pri = tol * max(np.linalg.norm(W), z_norm, w_scale)
+        eps_dual = tol * max(u_norm, np.sqrt(d))
         if r <= eps_pri and s <= eps_dual:
+            converged = True
             break
         if r > _BALANCE * s:
             _rescale(state, 2.0)
         elif s > _BALANCE * r:
             _rescale(state, 0.5)
     state.alpha = alpha
-    return it
+    return it, converged
 
 
 def _rescale(state: ADMMState, factor: float) -> None:
