@@ -21,7 +21,8 @@ stops when the primal and dual residuals fall below ``tol`` relative to the iter
 floors ``1 / max_i ||Ψ_i||_F``, the size of a W that moves the margins by about 1, and
 ``||I||_F = sqrt(d)``, the gradient of ``tr W``, so that a zero optimum is reached too) or after
 ``max_iter = T`` iterations (the early stopping of sec. 2.3.3); ``ρ`` is rebalanced (x2 or /2) when
-one residual exceeds the other tenfold; the W- and V-iterates are over-relaxed by 1.6 in the Z-
+one residual, relative to its tolerance, exceeds the other tenfold (Wohlberg 2017's normalised
+residual balancing); the W- and V-iterates are over-relaxed by 1.6 in the Z-
 and U-updates (fewer iterations for the same accuracy in our runs); every run is warm-started
 from the previous cutting-plane round's ``Z, U, α``; and the returned metric is ``Z`` (PSD by
 construction) rather than ``W^T``, which Alg. 2.2 outputs but which need not be PSD before
@@ -82,10 +83,10 @@ def prox_l21_symmetric(A, tau, Q, U, tol, max_iter):
     free and ``Q`` symmetric and solved by ADMM (penalty 1): ``P <- prox_l21((A + Q - U) / 2, τ/2)``,
     ``Q <- (P + U + (P + U)ᵀ) / 2``, ``U <- U + P - Q``; each step is ``O(d²)``.  ``Q, U`` are the
     warm start and are updated in place; stops when ``||P - Q||`` and ``||Q - Q_prev||`` are below
-    ``tol`` times ``max(1, ||A||)``.  Returns ``(Q, iterations)``; ``Q`` is exactly symmetric.
+    ``tol ||A||``.  Returns ``(Q, iterations)``; ``Q`` is exactly symmetric.
     """
     d = A.shape[0]
-    scale = max(1.0, np.sqrt(np.sum(A * A)))
+    scale = max(np.sqrt(np.sum(A * A)), 1e-300)
     it = 0
     while it < max_iter:
         it += 1
@@ -301,6 +302,7 @@ def admm_solve(A: Constraints, state: ADMMState, C, lam, penalty, *, tol, max_it
         if r <= eps_pri and s <= eps_dual:
             converged = True
             break
+        r, s = r / eps_pri, s / eps_dual  # balance the residuals relative to their tolerances
         if r > _BALANCE * s:
             _rescale(state, 2.0)
         elif s > _BALANCE * r:
