@@ -231,6 +231,20 @@ def random_constraints(rng, d, m):
     return A
 
 
+def test_pruning_keeps_the_working_set_consistent():
+    rng = np.random.default_rng(0)
+    A = random_constraints(rng, 3, 9)  # grows past the initial capacity
+    alpha = np.zeros(9)
+    alpha[[1, 4]] = 1.0
+    for _ in range(3):
+        kept = A.prune(alpha.copy(), max_idle=2)
+    assert A.m == 2 and kept.tolist() == [1.0, 1.0]
+    np.testing.assert_allclose(A.H[:2, :2], A.P[:2] @ A.P[:2].T)
+    A.add(0.5, np.eye(3))
+    np.testing.assert_allclose(A.H[:3, :3], A.P[:3] @ A.P[:3].T)
+    assert A.idle[:3].tolist() == [0, 0, 0] and A.delta[2] == 0.5 and A.trace[2] == 3.0
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_w_update_has_zero_duality_gap(seed):
     """The dual value of α is the Lagrangian at W(α) (2.9) and equals (2.7)-(2.8) up to the constant

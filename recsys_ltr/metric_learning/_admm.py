@@ -22,7 +22,8 @@ floors ``1 / max_i ||Ψ_i||_F``, the size of a W that moves the margins by about
 ``||I||_F = sqrt(d)``, the gradient of ``tr W``, so that a zero optimum is reached too) or after
 ``max_iter = T`` iterations (the early stopping of sec. 2.3.3); ``ρ`` is rebalanced (x2 or /2) when
 one residual, relative to its tolerance, exceeds the other tenfold (Wohlberg 2017's normalised
-residual balancing); the W- and V-iterates are over-relaxed by 1.6 in the Z-
+residual balancing), at most 24 times per fit: a ρ that changes forever voids ADMM's convergence
+guarantee, and l1-MLR was seen to cycle without end; the W- and V-iterates are over-relaxed by 1.6 in the Z-
 and U-updates (fewer iterations for the same accuracy in our runs); every run is warm-started
 from the previous cutting-plane round's ``Z, U, α``; and the returned metric is ``Z`` (PSD by
 construction) rather than ``W^T``, which Alg. 2.2 outputs but which need not be PSD before
@@ -50,6 +51,7 @@ __all__ = [
 
 _TINY = 1e-300
 _BALANCE = 10.0  # residual ratio that triggers a change of ρ (Boyd et al. 2011, Eq. 3.13)
+_MAX_RESCALES = 24  # per fit; a ρ that keeps changing can make ADMM cycle (seen with l1-MLR)
 _RELAX = 1.6  # over-relaxation of the W- and V-iterates in the Z- and U-updates (Boyd et al. 2011, sec. 3.4.3)
 
 
@@ -188,6 +190,7 @@ class ADMMState:
 
     d: int
     rho: float = 1.0
+    rescales: int = 0  # changes of ρ since the fit began (capped: ADMM converges once ρ is fixed)
     Z: np.ndarray = None
     L: np.ndarray = None
     UW: np.ndarray = None
@@ -205,24 +208,35 @@ class ADMMState:
 
 @dataclass
 class Constraints:
-    """The working set ``A``: rows of ``P`` are the flattened ``Ψ_i``, ``H = P Pᵀ`` (Eq. 2.8)."""
+    """The working set ``A``: rows of ``P`` are the flattened ``Ψ_i``, ``H = P Pᵀ`` (Eq. 2.8).
+
+    ``idle[i]`` counts the consecutive ADMM runs in which constraint ``i`` had no multiplier;
+    :meth:`prune` drops the long-idle ones (as SVM-struct's 1-slack solver does, Joachims et al.
+    2009), which keeps ``m`` and the cost ``O(m d²)`` of an ADMM iteration bounded.
+    """
 
     d: int
     P: np.ndarray = None
     delta: np.ndarray = None
     trace: np.ndarray = None
+    idle: np.ndarray = None
     H: np.ndarray = None
     m: int = 0
 
     def __post_init__(self):
         self.P = np.zeros((4, self.d * self.d))
-        self.delta, self.trace, self.H = np.zeros(4), np.zeros(4), np.zeros((4, 4))
+        self.delta, self.trace, self.idle, self.H = (
+            np.zeros(4),
+            np.zeros(4),
+            np.zeros(4, dtype=np.int64),
+            np.zeros((4, 4)),
+        )
 
     def add(self, delta: float, Psi: np.ndarray) -> None:
         if self.m == self.P.shape[0]:  # grow by doubling
             cap = 2 * self.m
             self.P = np.vstack((self.P, np.zeros_like(self.P)))
-            self.delta, self.trace = np.resize(self.delta, cap), np.resize(self.trace, cap)
+            self.delta, self.trace, self.idle = (np.resize(a, cap) for a in (self.delta, self.trace, self.idle))
             H = np.zeros((cap, cap))
             H[: self.m, : self.m] = self.H[: self.m, : self.m]
             self.H = H
@@ -231,8 +245,23 @@ class Constraints:
         row = self.P[: m + 1] @ self.P[m]
         self.H[m, : m + 1] = row
         self.H[: m + 1, m] = row
-        self.delta[m], self.trace[m] = delta, np.trace(Psi)
+        self.delta[m], self.trace[m], self.idle[m] = delta, np.trace(Psi), 0
         self.m += 1
+
+    def prune(self, alpha: np.ndarray, max_idle: int) -> np.ndarray:
+        """Record which constraints the multipliers ``alpha`` use, drop those idle for more than
+        ``max_idle`` runs, and return ``alpha`` restricted to the constraints kept."""
+        m = self.m
+        self.idle[:m] = np.where(alpha > 0, 0, self.idle[:m] + 1)
+        keep = np.flatnonzero(self.idle[:m] <= max_idle)
+        if keep.size < m:
+            k = keep.size
+            self.P[:k] = self.P[keep]
+            self.H[:k, :k] = self.H[np.ix_(keep, keep)]
+            for a in (self.delta, self.trace, self.idle):
+                a[:k] = a[keep]
+            self.m = k
+        return alpha[keep]
 
     def margins(self, W: np.ndarray) -> np.ndarray:
         """``<W, Ψ_i>_F`` for every constraint."""
@@ -303,16 +332,15 @@ def admm_solve(A: Constraints, state: ADMMState, C, lam, penalty, *, tol, max_it
             converged = True
             break
         r, s = r / eps_pri, s / eps_dual  # balance the residuals relative to their tolerances
-        if r > _BALANCE * s:
-            _rescale(state, 2.0)
-        elif s > _BALANCE * r:
-            _rescale(state, 0.5)
+        if state.rescales < _MAX_RESCALES and max(r, s) > _BALANCE * min(r, s):
+            _rescale(state, 2.0 if r > s else 0.5)
     state.alpha = alpha
     return it, converged
 
 
 def _rescale(state: ADMMState, factor: float) -> None:
     """``ρ <- factor ρ``; the scaled duals ``U = Λ/ρ`` shrink by the same factor."""
+    state.rescales += 1
     state.rho *= factor
     state.UW /= factor
     state.UV /= factor

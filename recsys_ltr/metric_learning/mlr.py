@@ -29,6 +29,9 @@ Notes on the printed formulas
 * The dual (2.7)-(2.9) is correct as printed (up to the constant the ``max`` drops); the tests
   check the primal recovered by (2.9) against the dual value (zero gap).
 * Losses are ``Score(y_q) - Score(y)`` and the NDCG discount is McFee's; see the oracle module.
+* Constraints inactive (zero multiplier) for 50 consecutive rounds leave the working set, as in
+  SVM-struct; any subset of valid cutting planes still gives a lower bound, so the stopping
+  certificate is unchanged, but ``lower_bound_`` may then dip slightly.
 
 Cost per cutting-plane round: ``O(n² r + n² d + n d²)`` BLAS for the distances (``r`` the rank
 of ``W``) and for ``Ψ̂ = -(1/n) Xᵀ S X``, plus the oracles (``O(p N)`` per query for MAP).  Per
@@ -62,6 +65,7 @@ __all__ = ["MLR", "RMLR"]
 _BLOCK_FLOATS = 2**22  # bound on one block of query-to-point distances (32 MiB of float64)
 _K_LOSSES = ("prec@k", "ndcg")
 _PENALTIES = ("l21", "l1")
+_MAX_IDLE = 50  # cutting-plane rounds a constraint may stay inactive before it leaves the working set
 
 
 class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
@@ -180,6 +184,7 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
         key = _fingerprint(X, R, Q, code, k)
         warm = getattr(self, "_working_set", None) if self.warm_start else None
         A, state = warm[1:] if warm is not None and warm[0] == key else (Constraints(d), ADMMState(d))
+        state.rescales = 0  # ρ may adapt anew to this C and λ
         C, eps = float(self.C), float(self.epsilon)
         admm = dict(tol=self.admm_tol, max_iter=self.admm_max_iter, prox_tol=0.1 * self.admm_tol, prox_max_iter=500)
         objective, lower = [], []
@@ -202,6 +207,7 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
                     self.converged_ = True
                     break
                 iters, solved = admm_solve(A, state, C, lam, penalty, **admm)
+                state.alpha = A.prune(state.alpha, _MAX_IDLE)
                 admm_iters += iters
         if not self.converged_:
             warnings.warn(
