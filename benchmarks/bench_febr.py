@@ -62,7 +62,7 @@ def _one(name, method, samples):
             validation_users=1000,
             random_state=0,
             num_threads=THREADS,
-        ).fit(train, val)
+        ).fit(train, validation=val)
         scorer = model
         extra.update(samples=model.history_[-1]["iteration"], best_iteration=model.best_iteration_)
     elif method == "ALS":

@@ -16,8 +16,11 @@
 4. Quality sanity, one fold (``split.holdout(X, val=0.1, test=0.2, seed=0)``): test ADG, REC@10,
    MAP and NDCG of item-p, user-p, KUNN and SLIM (fsSLIM) on movielens-100k,
    movielens-1m-implicit and lastfm-2k, the neighbourhood size chosen on validation ADG.
+5. RP3β fit (``models.RP3beta(k=100)``) against item-p's fit (``models.ItemKNN(k=100)``) on
+   movielens-1m-implicit and gowalla (whole matrix), median of ``--runs`` interleaved runs.
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_neighbors.py [--runs 3] [--skip-quality]
+        [--only knn,slim,eval,rp3beta,quality]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 
 from recsys_ltr import datasets, split
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import KUNN, SLIM, ItemKNN, UserKNN
+from recsys_ltr.models import KUNN, SLIM, ItemKNN, RP3beta, UserKNN
 from recsys_ltr.neighbors import cosine_knn
 
 THREADS = 2
@@ -143,6 +146,26 @@ def bench_eval(runs):
     )
 
 
+def bench_rp3beta(runs):
+    print(f"\n== 5. RP3beta fit vs ItemKNN fit, k={K}, whole matrix, {THREADS} threads, median of {runs} runs")
+    print(f"{'data set':<24}{'model':<10}{'wall s':>8}{'cpu s':>8}{'wall ratio':>12}{'cpu ratio':>11}")
+    fits = {"ItemKNN": lambda: ItemKNN(k=K, num_threads=THREADS), "RP3beta": lambda: RP3beta(k=K, num_threads=THREADS)}
+    for name in ("movielens-1m-implicit", "gowalla"):
+        X = feedback(name)
+        times = {label: [] for label in fits}
+        for _ in range(runs + 1):  # the first round compiles / loads the numba cache
+            for label, make in fits.items():
+                times[label].append(timed(lambda make=make: make().fit(X))[1:])
+        med = {label: np.median(np.array(t[1:]), axis=0) for label, t in times.items()}
+        for label in fits:
+            wall, cpu = med[label]
+            print(
+                f"{name:<24}{label:<10}{wall:8.2f}{cpu:8.2f}"
+                f"{wall / med['ItemKNN'][0]:11.2f}x{cpu / med['ItemKNN'][1]:10.2f}x"
+            )
+    print("   (ratio = time / ItemKNN's time)")
+
+
 def tune(make, grid, train, val, refit):
     """Best model on validation ADG over ``grid``; KNN models truncate one fit (``with_k``)."""
     best = None
@@ -189,14 +212,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", module="implicit")
-    bench_knn(args.runs)
-    bench_slim(args.runs)
-    bench_eval(args.runs)
-    if not args.skip_quality:
-        bench_quality()
+    only = args.only.split(",")
+    if unknown := set(only) - set(SECTIONS):
+        parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+    for section, run in SECTIONS.items():
+        if section in only and not (section == "quality" and args.skip_quality):
+            run(args.runs)
 
+
+SECTIONS = {
+    "knn": bench_knn,
+    "slim": bench_slim,
+    "eval": bench_eval,
+    "quality": lambda runs: bench_quality(),
+    "rp3beta": bench_rp3beta,
+}
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 import numpy as np
 
 from recsys_ltr.datasets import load_presplit
-from recsys_ltr.warp import WarpSampler, dot_score, dot_update
+from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
 
 THREADS, FACTORS, BETA, LR = 2, 64, 10, 0.05
 
@@ -40,7 +40,7 @@ def ours(X, compile_mode: str):
 
     def run():
         t0 = time.perf_counter()
-        st = sampler.sgd(state, dot_score, dot_update, X.nnz, LR)
+        st = sampler.sgd(state, dot_score, dot_update, X.nnz, LR, rows=DOT_ROWS)
         dt = time.perf_counter() - t0
         return np.array([st.samples / dt, st.violators / dt, st.draws / dt, st.draws / st.samples])
 

@@ -78,7 +78,7 @@ def main():
                     affinity_params=params,
                     random_state=0,
                     num_threads=THREADS,
-                ).fit(train, val)
+                ).fit(train, validation=val)
                 adg = max(r["val_adg"] for r in model.history_)
                 key = f"FEBRi-{kind}"
                 if adg > best.get(key, (-1,))[0]:

@@ -1,19 +1,66 @@
-"""Safe model files: one ``.npz`` of numeric arrays plus a JSON header, never pickles.
+"""Safe estimator files and atomic writes: the one persistence layer of the package.
 
-Every estimator's ``save``/``load`` goes through :func:`write_npz` / :func:`read_npz`, so a
-malformed, truncated or foreign file always raises a clear ``ValueError`` (``FileNotFoundError``
-for a missing one) and ``allow_pickle=False`` holds everywhere.
+A model file is a ``.npz`` (zip) holding a JSON header and the fitted arrays, never pickles::
+
+    header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 2, "class": ...,
+                          "params": {...}, "state": {name: spec}}
+    <name>.npy            a dense fitted array            (spec {"type": "dense"})
+    <name>.data/.indices/.indptr.npy
+                          a CSR matrix or an Affinity     (spec {"type": "csr"|"affinity", "shape": [...]})
+
+Reading a file trusts nothing in it.  Before any array is loaded the zip directory is checked:
+exactly the members the header declares, each member's declared size consistent with its ``.npy``
+header (shape and dtype, real numbers only) and with what deflate can produce from its compressed
+size -- so a small hostile file cannot make :func:`read_estimator_file` allocate gigabytes, and an
+unexpected member is never read.  Every failure (corrupt zip, CRC error, truncated stream,
+unsupported compression, malformed header, foreign file) is a ``ValueError`` naming the file;
+a missing file is ``FileNotFoundError``.
+
+:func:`atomic_write` writes any file through a temporary file and ``os.replace``, so a reader
+never sees a half-written file (estimator files and the evaluation cache use it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zipfile
+import zlib
+from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["DenseStateIO", "npz_path", "read_npz", "write_npz"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Persistable",
+    "atomic_write",
+    "npz_path",
+    "read_estimator_file",
+    "write_estimator_file",
+]
+
+FORMAT = "recsys_ltr"
+#: Version of the layout; version 1 files (recsys_ltr < 0.2) are refused with a clear message.
+FORMAT_VERSION = 2
+_HEADER_MAX_BYTES = 16 * 2**20
+_DEFLATE_MAX_RATIO = 1100  # deflate cannot expand data more than ~1032:1
+_CSR_PARTS = ("data", "indices", "indptr")
+_READ_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    KeyError,
+    RuntimeError,
+    UnicodeDecodeError,
+    OverflowError,
+    TypeError,
+)
 
 
 def npz_path(path) -> str:
@@ -24,108 +71,287 @@ def npz_path(path) -> str:
     return path
 
 
-def write_npz(path, header: dict, arrays: dict) -> None:
-    """Write ``arrays`` and the JSON ``header`` to ``path`` (``.npz`` appended if missing)."""
+def atomic_write(path, write: Callable) -> None:
+    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------------- writing
+def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
+    """Write ``params`` and the fitted ``state`` (name -> ndarray, csr_matrix or Affinity) to
+    ``path`` (``.npz`` appended if missing); returns the path written."""
+    from .neighbors.affinity import Affinity
+
+    specs, arrays = {}, {}
+    for name, value in state.items():
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biuf":
+                raise ValueError(f"{name} must be numeric to be saved, got dtype {value.dtype}")
+            specs[name] = {"type": "dense"}
+            arrays[name] = value
+            continue
+        if isinstance(value, Affinity):
+            specs[name] = {"type": "affinity", "k_max": value.k_max, "kind": value.kind, "side": value.side}
+            value = value.matrix
+        elif sp.issparse(value):
+            specs[name] = {"type": "csr"}
+        else:
+            raise TypeError(f"cannot save fitted attribute {name!r} of type {type(value).__name__}")
+        specs[name]["shape"] = [int(s) for s in value.shape]
+        for part in _CSR_PARTS:
+            arrays[f"{name}.{part}"] = getattr(value, part)
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "class": cls_name, "params": params, "state": specs}
     try:
         text = json.dumps(header)
     except TypeError as exc:
         raise ValueError(f"parameters are not JSON-serialisable (random_state a Generator?): {exc}") from exc
-    if "header" in arrays:
-        raise ValueError("'header' is reserved for the JSON header")
-    np.savez(npz_path(path), header=np.array(text), **arrays)
-
-
-def read_npz(path, fmt: str, version: int) -> tuple[dict, dict]:
-    """Read a file written by :func:`write_npz`; returns ``(header, arrays)``.
-
-    Checks that the header is JSON naming format ``fmt`` at ``version`` with a string ``class``
-    and a dict ``params``; anything else raises ``ValueError`` naming the file.
-    """
     path = npz_path(path)
+    atomic_write(path, lambda f: np.savez(f, header=np.array(text), **arrays))
+    return path
+
+
+# ----------------------------------------------------------------------------------- reading
+def read_estimator_file(path) -> tuple[dict, dict]:
+    """Read a file written by :func:`write_estimator_file`: ``(header, state)`` with the header
+    checked (format, version, class, params, state specs) and ``state`` mapping each declared
+    name to a dense array or a raw ``csr_matrix`` (structure checked, not yet canonicalised) with
+    the spec's extra fields under ``header["state"][name]``."""
+    path = npz_path(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except FileNotFoundError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path} is not a recsys_ltr model file (.npz): {exc}") from exc
-    if "header" not in arrays:
+        with zipfile.ZipFile(path) as zf:
+            members = _members(zf, path)
+            header = _read_header(zf, members, path)
+            expected = _expected_members(header, path)
+            if set(members) != expected:
+                extra, missing = sorted(set(members) - expected), sorted(expected - set(members))
+                raise ValueError(f"{path}: members {extra} are not declared by the header, {missing} are missing")
+            arrays = {name[:-4]: _read_member(zf, members[name], path) for name in sorted(expected - {"header.npy"})}
+    except ValueError as exc:
+        raise ValueError(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
+    except _READ_ERRORS as exc:
+        raise ValueError(f"{path} is not a readable recsys_ltr model file: {type(exc).__name__}: {exc}") from None
+    return header, _assemble(header["state"], arrays, path)
+
+
+def _members(zf, path) -> dict:
+    infos = zf.infolist()
+    names = [i.filename for i in infos]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: the zip lists a member twice")
+    return {i.filename: i for i in infos}
+
+
+def _read_header(zf, members, path) -> dict:
+    info = members.get("header.npy")
+    if info is None:
         raise ValueError(f"{path} has no 'header' entry: not written by recsys_ltr")
+    if info.file_size > _HEADER_MAX_BYTES:
+        raise ValueError(f"{path}: the header is {info.file_size} bytes (at most {_HEADER_MAX_BYTES})")
+    text = _read_member(zf, info, path, text=True)
     try:
-        header = json.loads(str(arrays.pop("header")))
+        header = json.loads(str(text))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: malformed JSON header: {exc}") from exc
-    if not isinstance(header, dict) or header.get("format") != fmt:
-        raise ValueError(f"{path}: header does not describe a {fmt} file")
-    if header.get("version") != version:
-        raise ValueError(f"{path}: unsupported format version {header.get('version')!r} (expected {version})")
-    for key, kind in (("class", str), ("params", dict)):
+        raise ValueError(f"{path}: malformed JSON header: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") not in (FORMAT, "recsys_ltr.model", "recsys_ltr.metric"):
+        raise ValueError(f"{path}: header does not describe a recsys_ltr file")
+    if header.get("version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: unsupported format version {header.get('version')!r} (this recsys_ltr reads version "
+            f"{FORMAT_VERSION}; files of recsys_ltr < 0.2 must be refitted and saved again)"
+        )
+    for key, kind in (("class", str), ("params", dict), ("state", dict)):
         if not isinstance(header.get(key), kind):
             raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
-    return header, arrays
+    return header
 
 
-class DenseStateIO:
-    """``save``/``load`` for estimators whose fitted state is a few dense arrays.
+def _expected_members(header, path) -> set[str]:
+    names = {"header.npy"}
+    for name, spec in header["state"].items():
+        if not isinstance(name, str) or not name.isidentifier() or not isinstance(spec, dict):
+            raise ValueError(f"{path}: malformed state entry {name!r}")
+        kind = spec.get("type")
+        if kind == "dense":
+            names.add(f"{name}.npy")
+        elif kind in ("csr", "affinity"):
+            shape = spec.get("shape")
+            if (
+                not isinstance(shape, list)
+                or len(shape) != 2
+                or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
+            ):
+                raise ValueError(f"{path}: state {name!r} needs a shape of two positive integers, got {shape!r}")
+            names.update(f"{name}.{part}.npy" for part in _CSR_PARTS)
+        else:
+            raise ValueError(f"{path}: state {name!r} has unknown type {kind!r}")
+    return names
 
-    Subclasses list them in ``_state`` (name -> ndim, finite floats, required) and
-    ``_optional_state`` (name -> ndim, any numeric dtype, may be ``None``), and define
-    ``_check_fitted()``, ``_restore(path)`` (cross-checks shapes, derives the rest) and
-    ``_check_loaded_params()`` (the estimator's own parameter validation, run by :meth:`load`
-    on the file's parameters once the arrays are set and before ``_restore``).
+
+def _read_member(zf, info, path, text=False) -> np.ndarray:
+    """One ``.npy`` member, after checking its header against the zip directory."""
+    if info.file_size > _DEFLATE_MAX_RATIO * max(info.compress_size, 1) + 2**20:
+        raise ValueError(f"{path}: member {info.filename} claims {info.file_size} bytes from {info.compress_size}")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        offset = f.tell()
+        if text:
+            ok = dtype.kind == "U" and shape == ()
+        else:
+            ok = dtype.kind in "biuf" and not dtype.hasobject
+        if not ok:
+            raise ValueError(f"{path}: member {info.filename} has dtype {dtype} and shape {shape}")
+        if info.file_size != offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise ValueError(f"{path}: member {info.filename} is inconsistent with its size in the zip directory")
+    with zf.open(info) as f:
+        return np.lib.format.read_array(f, allow_pickle=False)
+
+
+def _assemble(specs, arrays, path) -> dict:
+    state = {}
+    for name, spec in specs.items():
+        if spec["type"] == "dense":
+            value = arrays[name]
+            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+                raise ValueError(f"{path}: {name} holds NaN or infinite values")
+            state[name] = value
+            continue
+        data, indices, indptr = (arrays[f"{name}.{part}"] for part in _CSR_PARTS)
+        if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 or data.size != indices.size:
+            raise ValueError(f"{path}: {name} is not a CSR matrix")
+        try:
+            state[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(spec["shape"]))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {name} is a malformed CSR matrix: {exc}") from None
+    return state
+
+
+# ----------------------------------------------------------------------------------- estimators
+_REGISTRY: dict[str, type] = {}
+
+
+class Persistable:
+    """``save``/``load`` for every estimator of the package (one file layout, module docstring).
+
+    Subclasses list their fitted attributes in ``_state_attributes`` (dense arrays, CSR matrices,
+    :class:`~recsys_ltr.neighbors.Affinity` objects, or ``None`` for an unset optional one) and
+    may override:
+
+    * ``_saved_params()`` -- JSON-able parameters written to the file (default: the parameters
+      the model was fitted with, ``params_`` when the estimator keeps them, else ``get_params()``),
+      and ``_decode_params`` its inverse (e.g. nested estimators);
+    * ``_saved_state()`` / ``_state_names()`` -- the arrays written, the names a file may hold;
+    * ``_load_state(state, path)`` -- turn the raw arrays into fitted attributes and check them
+      against each other and against the parameters (raise ``ValueError``); the default sets
+      dense arrays as float64 and wraps CSR / Affinity specs;
+    * ``_check_params()`` -- the parameter validation ``fit`` runs, rerun on loaded parameters;
+    * ``_prepare()`` -- derive the attributes that are not saved.
+
+    Loading builds the estimator from the saved parameters, so a loaded model answers exactly as
+    the saved one did, whatever ``set_params`` was called on it after fitting.
     """
 
-    _FORMAT, _VERSION = "recsys_ltr.metric", 1
-    _state: dict = {}
-    _optional_state: dict = {}
+    _state_attributes: tuple = ()
 
-    def save(self, path):
-        """Write parameters and fitted arrays to ``path`` (``.npz`` appended if missing)."""
-        self._check_fitted()
-        arrays = {k: getattr(self, k) for k in self._state}
-        for name in self._optional_state:
-            value = getattr(self, name, None)
-            if value is not None:
-                if not np.issubdtype(np.asarray(value).dtype, np.number):
-                    raise ValueError(f"{name} must be numeric to be saved, got dtype {np.asarray(value).dtype}")
-                arrays[name] = value
-        header = {
-            "format": self._FORMAT,
-            "version": self._VERSION,
-            "class": type(self).__name__,
-            "params": self.get_params(),
-        }
-        write_npz(path, header, arrays)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    def save(self, path) -> str:
+        """Write the parameters and fitted state to ``path`` (``.npz`` appended if missing); returns
+        the path written.  Never changes the estimator."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        state = {name: value for name, value in self._saved_state().items() if value is not None}
+        return write_estimator_file(path, type(self).__name__, self._saved_params(), state)
 
     @classmethod
     def load(cls, path):
-        """Read an estimator written by :meth:`save`; malformed files raise ``ValueError``."""
-        header, arrays = read_npz(path, cls._FORMAT, cls._VERSION)
+        """Read an estimator written by :meth:`save` (any subclass of this class); a malformed,
+        foreign or inconsistent file raises ``ValueError``."""
+        header, state = read_estimator_file(path)
         path = npz_path(path)
-        if header["class"] != cls.__name__:
-            raise ValueError(f"{path} does not hold a {cls.__name__} (it holds a {header['class']})")
-        allowed = set(cls._state) | set(cls._optional_state)
-        if not set(cls._state) <= set(arrays) <= allowed:
-            raise ValueError(f"{path}: arrays {sorted(arrays)}, expected {sorted(cls._state)}")
-        for name, a in arrays.items():
-            ndim = cls._state.get(name, cls._optional_state.get(name))
-            if a.ndim != ndim or not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-                raise ValueError(f"{path}: {name} must be a finite {ndim}-D numeric array")
+        model_cls = _REGISTRY.get(header["class"])
+        if model_cls is None or not issubclass(model_cls, cls):
+            raise ValueError(f"{path} holds a {header['class']!r}, not a {cls.__name__}")
         try:
-            model = cls(**header["params"])
-        except TypeError as exc:
-            raise ValueError(f"{path}: parameters do not fit {cls.__name__}: {exc}") from exc
-        for name in cls._state:
-            setattr(model, name, arrays[name].astype(np.float64))
-        for name in cls._optional_state:
-            setattr(model, name, arrays.get(name))
-        try:
-            model._check_loaded_params()
+            model = model_cls(**model_cls._decode_params(header["params"]))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: invalid parameters: {exc}") from exc
-        model._restore(path)
+            raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from None
+        try:
+            model._check_params()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: invalid parameters: {exc}") from None
+        allowed = set(model._state_names())
+        if not set(state) <= allowed:
+            raise ValueError(f"{path}: fitted state holds {sorted(state)}, expected names among {sorted(allowed)}")
+        try:
+            model._load_state(state, header["state"])
+            model._prepare()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: malformed fitted state: {exc}") from None
         return model
 
-    def _check_loaded_params(self):
-        """Validate the parameters read by :meth:`load` (each estimator runs its own checks)."""
-        raise NotImplementedError(f"{type(self).__name__} must validate the parameters it loads")
+    def _saved_params(self) -> dict:
+        return dict(getattr(self, "params_", None) or self.get_params(deep=False))
+
+    @classmethod
+    def _decode_params(cls, params: dict) -> dict:
+        """Constructor arguments from the parameters of a file (inverse of :meth:`_saved_params`)."""
+        return params
+
+    def _saved_state(self) -> dict:
+        """Fitted attributes written by :meth:`save` (default: ``_state_attributes``)."""
+        return {name: getattr(self, name) for name in self._state_attributes}
+
+    def _state_names(self) -> tuple:
+        """Names a file may hold, given the (loaded) parameters."""
+        return tuple(self._state_attributes)
+
+    def _check_params(self):
+        """Validate the parameters (subclasses)."""
+
+    def _prepare(self):
+        """Derive the unsaved attributes after ``fit`` or ``load`` (subclasses)."""
+
+    def _load_state(self, state: dict, specs: dict):
+        from ._validation import check_csr_structure
+        from .neighbors.affinity import Affinity
+
+        for name, value in state.items():
+            if name not in self._state_attributes:
+                continue  # a nested estimator's (see _state_names), restored by the subclass
+            spec = specs[name]
+            if spec["type"] == "dense":
+                if value.dtype.kind == "b":
+                    raise ValueError(f"{name} must be numeric, got booleans")
+                value = value.astype(np.float64) if value.dtype.kind == "f" else value
+            else:
+                check_csr_structure(value, name)
+                if spec["type"] == "affinity":
+                    value = Affinity(value, spec.get("k_max"), spec.get("kind"), spec.get("side"))
+            setattr(self, name, value)
+        missing = [n for n in self._required_state() if n not in state]
+        if missing:
+            raise ValueError(f"fitted state lacks {missing}")
+        for name in self._state_attributes:  # optional attributes absent from the file
+            if name not in state:
+                setattr(self, name, None)
+
+    def _required_state(self) -> tuple:
+        """Fitted attributes a file must hold (default: all of ``_state_attributes``)."""
+        return tuple(self._state_attributes)

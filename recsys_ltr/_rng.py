@@ -22,6 +22,8 @@ import numbers
 import numpy as np
 from numba import njit
 
+from ._validation import check_seed
+
 __all__ = ["STATE_WIDTH", "next_u64", "randint", "seed_state", "uniform"]
 
 STATE_WIDTH = 8
@@ -63,8 +65,9 @@ def seed_state(seed, n_streams: int, salt: int = 0) -> np.ndarray:
     Parameters
     ----------
     seed : int, None or numpy.random.Generator
-        Any Python int (taken modulo 2**64); ``None`` draws a seed from OS entropy; a
-        Generator gives one 64-bit seed (and advances).
+        An int in ``[0, 2**64)`` (larger or negative ints are refused: they would alias other
+        seeds' streams); ``None`` draws a seed from OS entropy; a Generator gives one 64-bit
+        seed (and advances).
     n_streams : int
         Number of independent streams (rows), >= 1.
     salt : int
@@ -74,13 +77,13 @@ def seed_state(seed, n_streams: int, salt: int = 0) -> np.ndarray:
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(0, 2**63, dtype=np.int64))
     elif seed is None:
-        seed = int(np.random.SeedSequence().entropy)
-    elif isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be None, an int or a numpy Generator, got {seed!r}")
+        seed = int(np.random.SeedSequence().entropy) % 2**64
+    else:
+        seed = check_seed(seed, "seed")
     if isinstance(n_streams, bool) or not isinstance(n_streams, numbers.Integral) or n_streams < 1:
         raise ValueError(f"n_streams must be a positive integer, got {n_streams!r}")
     state = np.zeros((int(n_streams), STATE_WIDTH), dtype=np.uint64)
-    _fill(state, np.uint64(int(seed) % 2**64), np.uint64(int(salt) % 2**64))
+    _fill(state, np.uint64(seed), np.uint64(int(salt) % 2**64))
     return state
 
 

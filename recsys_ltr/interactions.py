@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_feedback, check_positive_int
+from ._validation import check_feedback, check_positive_int, check_sparse
 
 __all__ = ["Interactions", "UnknownIdError"]
 
@@ -75,6 +75,8 @@ class Interactions:
         self.item_ids = _id_array(item_ids, n_items, "item_ids")
         self._user_index = pd.Index(self.user_ids)
         self._item_index = pd.Index(self.item_ids)
+        self._user_tuples = _holds_tuples(self._user_index)
+        self._item_tuples = _holds_tuples(self._item_index)
         self.item_features = None
         self.item_feature_names = None
         if item_features is not None:
@@ -167,8 +169,13 @@ class Interactions:
             weights = _numeric(weights, "weights")
         u_codes, user_ids = _factorize(users, "users")
         i_codes, item_ids = _factorize(items, "items")
-        # coo -> csr sums duplicate (user, item) events
-        X = sp.coo_matrix((weights, (u_codes, i_codes)), shape=(user_ids.size, item_ids.size)).tocsr()
+        # duplicate (user, item) events are summed; an overflowing sum is an error
+        X = check_sparse(
+            sp.coo_matrix((weights, (u_codes, i_codes)), shape=(user_ids.size, item_ids.size)),
+            "weights",
+            allow_empty=True,
+            nonnegative=False,
+        )
         return cls._finish(X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty)
 
     @classmethod
@@ -192,18 +199,10 @@ class Interactions:
         ``user_ids`` / ``item_ids`` (default ``0..n-1``) must match the matrix's shape.
         See :meth:`from_dataframe` for the other parameters.
         """
-        if isinstance(X, Interactions):
-            X = X.matrix
-        if isinstance(X, np.ndarray) and X.ndim == 2:
-            X = sp.csr_matrix(_numeric(X, "X"))
-        elif sp.issparse(X) and X.ndim == 2:
-            X = sp.csr_matrix(X, copy=True)
-            X.sum_duplicates()
-            X.data = _numeric(np.asarray(X.data), "X")
-        else:
+        if not (sp.issparse(X) or isinstance(X, (np.ndarray, Interactions))):
             raise TypeError(f"X must be a 2-D scipy sparse matrix or numpy array, got {type(X).__name__}")
-        if 0 in X.shape:
-            raise ValueError(f"X has an empty dimension: shape {X.shape}")
+        # raw structure checked before any conversion; weights may be negative (explicit negatives)
+        X = check_sparse(X, "X", allow_empty=True, nonnegative=False)
         if threshold is None and np.any(X.data == 0):
             raise ValueError(
                 f"X stores {int(np.sum(X.data == 0))} explicit zero(s): call X.eliminate_zeros() "
@@ -224,13 +223,17 @@ class Interactions:
         if X.nnz == 0:
             raise ValueError(f"no positive interactions (threshold={threshold!r}, rule={rule!r})")
         rows, cols = _k_core(X, min_user, min_item)
-        X = X[rows][:, cols]
-        if X.nnz == 0:
+        kept = X[rows][:, cols]
+        if kept.nnz == 0:
             raise ValueError(
-                f"no interactions left after the k-core filter (min_user_count={min_user_count}, "
-                f"min_item_count={min_item_count})"
+                f"the k-core filter removed every interaction: min_user_count={min_user_count} and "
+                f"min_item_count={min_item_count} are repeatedly applied until each kept user has at least "
+                f"min_user_count positives and each kept item at least min_item_count, and nothing is left "
+                f"of the {X.nnz} positives (before filtering the most active user had "
+                f"{int(np.diff(X.indptr).max())} and the most popular item {int(np.bincount(X.indices).max())}); "
+                "lower min_user_count / min_item_count (0 disables the filter)"
             )
-        return cls(X, user_ids[rows], item_ids[cols])
+        return cls(kept, user_ids[rows], item_ids[cols])
 
     def with_item_features(self, features, item_ids=None, feature_names=None) -> Interactions:
         """Return a copy carrying item content aligned with the internal item index.
@@ -245,7 +248,7 @@ class Interactions:
             item index.
         feature_names : array-like of length n_features or None
         """
-        F = sp.csr_matrix(features, dtype=np.float64)
+        F = check_sparse(features, "item features", allow_empty=True)
         if item_ids is not None:
             item_ids = _column(item_ids, "item_ids")
             if item_ids.size != F.shape[0]:
@@ -294,15 +297,15 @@ class Interactions:
     def user_index(self, ids):
         """Internal indices of external user ids (scalar in, int out).
 
-        A tuple is one id when the user ids are tuples (``user_index((1, 2))``), else a sequence
+        A tuple is one id when any user id is a tuple (``user_index((1, 2))``), else a sequence
         of ids like a list or an array.  Unknown ids raise :class:`UnknownIdError` (a
         ``KeyError`` and a ``ValueError``).
         """
-        return _lookup(self._user_index, ids, "user")
+        return _lookup(self._user_index, ids, "user", self._user_tuples)
 
     def item_index(self, ids):
         """Internal indices of external item ids; as :meth:`user_index`."""
-        return _lookup(self._item_index, ids, "item")
+        return _lookup(self._item_index, ids, "item", self._item_tuples)
 
     def to_dataframe(self, user_col="user", item_col="item") -> pd.DataFrame:
         """One row per positive, external ids, ordered by internal (user, item)."""
@@ -325,10 +328,13 @@ def _column(values, name: str) -> np.ndarray:
         arr = pd.Series(list(values)).to_numpy()
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    _check_hashable(arr, name)
     return arr
 
 
 def _numeric(arr: np.ndarray, name: str) -> np.ndarray:
+    if np.iscomplexobj(arr) or (arr.dtype == object and any(isinstance(v, complex) for v in arr.ravel()[:1000])):
+        raise TypeError(f"{name} has complex values; weights must be real")
     if arr.dtype == object:
         try:
             arr = arr.astype(np.float64)
@@ -340,6 +346,14 @@ def _numeric(arr: np.ndarray, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return arr
+
+
+def _check_hashable(arr: np.ndarray, name: str) -> None:
+    """Ids must be hashable scalars or tuples: a nested list or array is a 2-D id, refused."""
+    if arr.dtype == object:
+        bad = next((v for v in arr if isinstance(v, (list, np.ndarray, dict, set))), None)
+        if bad is not None:
+            raise TypeError(f"{name} must be 1-D hashable ids (numbers, strings or tuples), got an element {bad!r}")
 
 
 def _factorize(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -405,12 +419,9 @@ def _k_core(X: sp.csr_matrix, min_user: int, min_item: int) -> tuple[np.ndarray,
 
 
 def _check_features(F, names, n_items: int):
-    F = sp.csr_matrix(F, dtype=np.float64)
+    F = check_sparse(F, "item_features", allow_empty=True)  # finite, non-negative, canonical
     if F.shape[0] != n_items:
         raise ValueError(f"item_features has {F.shape[0]} rows, expected one per item ({n_items})")
-    if not np.all(np.isfinite(F.data)) or np.any(F.data < 0):
-        raise ValueError("item_features must be finite and non-negative")
-    F.sum_duplicates()
     F.eliminate_zeros()
     if names is not None:
         names = _column(names, "item_feature_names")
@@ -419,8 +430,12 @@ def _check_features(F, names, n_items: int):
     return F, names
 
 
-def _lookup(index: pd.Index, ids, kind: str):
-    tuple_ids = index.dtype == object and len(index) > 0 and isinstance(index[0], tuple)
+def _holds_tuples(index: pd.Index) -> bool:
+    return index.dtype == object and any(isinstance(v, tuple) for v in index)
+
+
+def _lookup(index: pd.Index, ids, kind: str, tuple_ids: bool):
+    # a tuple is one id when the ids include tuples, else a sequence of ids
     scalar = np.ndim(ids) == 0 or (isinstance(ids, tuple) and tuple_ids)
     arr = _column([ids] if scalar else ids, f"{kind} ids")
     pos = index.get_indexer(arr) if arr.size else np.empty(0, dtype=np.int64)

@@ -17,7 +17,8 @@ REC@k      mean over ``R`` of ``[rank < k]`` (Recall at k).
 MAP        average precision over the full candidate list: mean over the sorted relevant
            ranks ``r_1 < ... < r_m`` of ``j / (r_j + 1)``.
 NDCG       ``sum_R 1/log2(rank + 2)`` divided by the ideal ``sum_{j<m} 1/log2(j + 2)``
-           (binary gain, full list).
+           (binary gain, full list; graded NDCG@k of query-document ranking is
+           :func:`recsys_ltr.query_metrics.ndcg_at_k`).
 P@k        hits among the top ``k`` candidates divided by ``k``.
 AUC        fraction of (relevant, irrelevant candidate) pairs in the right order (1 when every
            candidate is relevant).
@@ -50,6 +51,7 @@ from tqdm.auto import tqdm
 from recsys_ltr import _ranking
 from recsys_ltr._ranking import BASE_METRICS, evaluate_block, metrics_from_ranks, rank_block
 from recsys_ltr._validation import (
+    INDEX_DTYPE,
     check_feedback,
     check_ids,
     check_positive_int,
@@ -63,6 +65,7 @@ __all__ = [
     "METRICS",
     "EvaluationResult",
     "evaluate",
+    "evaluate_checked",
     "rank_test_items",
     "retrieval_metrics",
     "squared_distances",
@@ -181,13 +184,35 @@ def evaluate(
     """
     score_fn = _score_function(model_or_score_fn)
     train, test, exclude = _check_matrices(train, test, exclude)
-    _n_users, n_items = train.shape
+    return evaluate_checked(
+        score_fn,
+        train,
+        test,
+        exclude,
+        metrics,
+        k=k,
+        batch_size=batch_size,
+        users=users,
+        num_threads=num_threads,
+        show_progress=show_progress,
+    )
+
+
+def evaluate_checked(
+    score_fn, train, test, exclude, metrics=None, k=10, batch_size=None, users=None, num_threads=0, show_progress=False
+) -> EvaluationResult:
+    """:func:`evaluate` of canonical, disjoint ``train``/``test`` (and ``exclude`` or ``None``) and a
+    score function: the matrices are not checked again (for estimators evaluating themselves
+    repeatedly, such as early stopping)."""
+    if exclude is None:
+        exclude = _empty_like(train)
+    n_items = train.shape[1]
     names, cutoffs = _parse_metrics(metrics, k, n_items)
     eval_users = _users_to_evaluate(test, users)
     if batch_size is None:
         batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
     batch_size = check_positive_int(batch_size, "batch_size")
-    tiebreak = _tiebreak(np.diff(train.tocsc().indptr))
+    tiebreak = _tiebreak(np.bincount(train.indices, minlength=n_items))
     columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in _CUTOFF_METRICS]
 
     table = np.empty((len(eval_users), len(columns)))
@@ -236,9 +261,13 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
     popularity = np.asarray(popularity, dtype=np.float64)
     if popularity.shape != (n_items,) or not np.all(np.isfinite(popularity)):
         raise ValueError(f"popularity must be a finite array of shape ({n_items},), got shape {popularity.shape}")
-    scores = check_scores(scores, train_rows.shape)
-    args = _kernel_args(scores, _tiebreak(popularity), train_rows, test_rows, exclude_rows)
-    ranks, n_cand, nan_rows = rank_block(*args)
+    return _rank_checked(
+        check_scores(scores, train_rows.shape), _tiebreak(popularity), train_rows, test_rows, exclude_rows
+    )
+
+
+def _rank_checked(scores, tiebreak, train_rows, test_rows, exclude_rows):
+    ranks, n_cand, nan_rows = rank_block(*_kernel_args(scores, tiebreak, train_rows, test_rows, exclude_rows))
     _check_nan(nan_rows)
     return ranks, n_cand
 
@@ -284,17 +313,19 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     rows = np.flatnonzero(np.diff(R.indptr) > 0)
     if rows.size == 0:
         raise ValueError("no query has a relevant point in the database: metrics are undefined")
-    empty = sp.csr_matrix((1, n_db))
     norms = (Zdb * Zdb).sum(axis=1)
+    tiebreak = np.arange(n_db, dtype=np.int64)
     step = max(1, DEFAULT_BLOCK_BYTES // (8 * n_db))
     tables = []
     for s in range(0, rows.size, step):
         block = rows[s : s + step]
         scores = -squared_distances(Zq[block], Zdb, norms)
-        exclude = sp.csr_matrix((np.ones(block.size), (np.arange(block.size), block)), shape=scores.shape)
-        ranks, n_cand = rank_test_items(
-            scores, empty[np.zeros(block.size, dtype=np.int64)], R[block], exclude if exclude_self else None
+        none = _empty_like(scores)
+        own = sp.csr_matrix(
+            (np.ones(block.size), block.astype(INDEX_DTYPE), np.arange(block.size + 1, dtype=INDEX_DTYPE)),
+            shape=scores.shape,
         )
+        ranks, n_cand = _rank_checked(scores, tiebreak, none, R[block], own if exclude_self else none)
         te_ptr = np.concatenate(([0], np.cumsum(np.diff(R[block].indptr)))).astype(np.int64)
         tables.append(metrics_from_ranks(ranks, te_ptr, n_cand, np.arange(block.size, dtype=np.int64), cutoffs))
     table = np.vstack(tables)
@@ -314,7 +345,7 @@ def _check_matrices(train, test, exclude, *, allow_empty_train=False):
     test = check_feedback(test, "test", allow_empty=True)
     check_same_shape(train, test, "train", "test")
     if exclude is None:
-        exclude = sp.csr_matrix(train.shape, dtype=np.float64)
+        exclude = _empty_like(train)
     else:
         exclude = check_feedback(exclude, "exclude", allow_empty=True)
         check_same_shape(train, exclude, "train", "exclude")
@@ -326,6 +357,10 @@ def _check_matrices(train, test, exclude, *, allow_empty_train=False):
                 f"so remove them from {name} or from test (holdout splits are disjoint)"
             )
     return train, test, exclude
+
+
+def _empty_like(X) -> sp.csr_matrix:
+    return sp.csr_matrix((np.zeros(0), np.zeros(0, INDEX_DTYPE), np.zeros(X.shape[0] + 1, INDEX_DTYPE)), shape=X.shape)
 
 
 def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:
@@ -416,4 +451,4 @@ def _check_nan(nan_rows: np.ndarray) -> None:
 
 
 def _csr_parts(X: sp.csr_matrix):
-    return X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    return X.indptr, X.indices

@@ -1,4 +1,10 @@
-"""Per-query ranking metrics for learning to rank: NDCG@k and average precision.
+"""Per-query ranking metrics for query-document learning to rank: graded NDCG@k and average precision.
+
+Not the recommendation metrics of :mod:`recsys_ltr.metrics`, which rank a user's *candidates*
+(the catalogue minus the training positives) against binary held-out positives over the *full*
+list (binary gain, no cutoff, ties by popularity).  Here each query ranks its own labelled
+documents, gains are graded and NDCG is cut at ``k`` (the LETOR convention, to compare with
+published query-document results and LightGBM).
 
 Conventions (LETOR / Järvelin & Kekäläinen 2002):
 
@@ -56,7 +62,10 @@ def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _check_inputs(y, scores, qid):
     y = np.asarray(y)
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = np.asarray(scores)
+    if np.iscomplexobj(scores) or not (np.issubdtype(scores.dtype, np.number) or scores.dtype.kind == "b"):
+        raise TypeError(f"scores must be real numbers, got dtype {scores.dtype}")
+    scores = scores.astype(np.float64)
     if y.ndim != 1 or scores.ndim != 1:
         raise ValueError(f"y and scores must be 1-D, got shapes {y.shape} and {scores.shape}")
     if y.shape != scores.shape or y.shape != np.shape(qid):
@@ -76,14 +85,17 @@ def _ndcg_one(scores, labels, k):
     kk = n if (k <= 0 or k > n) else k
     rank = np.argsort(-scores, kind="mergesort")
     ideal = np.sort(labels)[::-1]
+    if ideal[0] <= 0.0:
+        return np.nan
+    # gains 2^l - 1 scaled by 2^-max(l): the ratio is unchanged and 2^l never overflows
+    top = ideal[0]
+    floor = 2.0**-top
     dcg = 0.0
     idcg = 0.0
     for i in range(kk):
         disc = 1.0 / np.log2(i + 2.0)
-        dcg += (2.0 ** labels[rank[i]] - 1.0) * disc
-        idcg += (2.0 ** ideal[i] - 1.0) * disc
-    if ideal[0] <= 0.0:
-        return np.nan
+        dcg += (2.0 ** (labels[rank[i]] - top) - floor) * disc
+        idcg += (2.0 ** (ideal[i] - top) - floor) * disc
     return dcg / idcg
 
 

@@ -30,7 +30,15 @@ import scipy.sparse as sp
 
 from ._validation import check_feedback, check_positive_int, check_random_state, check_real
 
-__all__ = ["folds", "holdout", "leave_k_out", "novelty_holdout", "split_counts"]
+__all__ = [
+    "eligible_positives",
+    "folds",
+    "holdout",
+    "holdout_checked",
+    "leave_k_out",
+    "novelty_holdout",
+    "split_counts",
+]
 
 
 def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
@@ -56,11 +64,17 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     """
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
-    eligible = _eligible(X, exclude_top)
+    return holdout_checked(X, val, test, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
+
+
+def holdout_checked(X, val, test, rng, eligible=None):
+    """:func:`holdout` of a canonical ``X``, checked fractions, a Generator and the mask of
+    eligible positives (default all)."""
+    eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     n_test, n_val = split_counts(n, m, val, test)
-    return _assign(X, eligible, n_test, n_val, check_random_state(seed, "seed"))
+    return _assign(X, eligible, n_test, n_val, rng)
 
 
 def novelty_holdout(X, val=0.1, test=0.2, seed=0, exclude_top=100):
@@ -78,16 +92,14 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
     """
     n_folds = check_positive_int(n_folds, "n_folds")
     X = check_feedback(X)
-    _check_fractions(val, test)
-    _eligible(X, exclude_top)
-    check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
+    val, test = _check_fractions(val, test)
+    eligible = eligible_positives(X, exclude_top)
+    rng = check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
+    if isinstance(seed, numbers.Integral):
+        check_random_state(seed + n_folds - 1, "seed + n_folds - 1")
     return (
-        holdout(
-            X,
-            val=val,
-            test=test,
-            seed=seed + f if isinstance(seed, numbers.Integral) else seed,
-            exclude_top=exclude_top,
+        holdout_checked(
+            X, val, test, check_random_state(seed + f) if isinstance(seed, numbers.Integral) else rng, eligible
         )
         for f in range(n_folds)
     )
@@ -107,7 +119,7 @@ def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
     X = check_feedback(X)
     k = check_positive_int(k, "k")
     val_k = check_positive_int(val_k, "val_k", minimum=0)
-    eligible = _eligible(X, exclude_top)
+    eligible = eligible_positives(X, exclude_top)
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     ok = (m >= k + val_k) & (n >= k + val_k + 1)
@@ -137,8 +149,9 @@ def _rows(X: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
 
 
-def _eligible(X: sp.csr_matrix, exclude_top) -> np.ndarray:
-    """Mask over the nonzeros of ``X``: True where the item may be held out."""
+def eligible_positives(X: sp.csr_matrix, exclude_top) -> np.ndarray:
+    """Mask over the stored positives of a canonical ``X``: True where the item may be held out
+    (outside the ``exclude_top`` most popular items; all of them for ``None``)."""
     if exclude_top is None:
         return np.ones(X.nnz, dtype=bool)
     exclude_top = check_positive_int(exclude_top, "exclude_top", minimum=0)

@@ -19,12 +19,14 @@ def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
     return D
 
 
-def brute_similarity(D, weights=None):
+def brute_similarity(D, weights=None, scales=None):
     """sim(a, b) = sum_f D_af D_bf w_f / (||a|| ||b||) between rows of a dense binary matrix,
-    summed feature by feature in increasing order (like the kernel), diagonal kept."""
+    summed feature by feature in increasing order (like the kernel), diagonal kept.  ``scales``
+    ``(q, s)`` replaces ``1 / ||a||`` by ``q_a`` and ``1 / ||b||`` by ``s_b``."""
     n, d = D.shape
     w = np.ones(d) if weights is None else weights
     inv = np.array([1 / np.sqrt(c) if c > 0 else 0.0 for c in D.sum(axis=1)])
+    q, s = (inv, inv) if scales is None else scales
     S = np.zeros((n, n))
     for a in range(n):
         for b in range(n):
@@ -32,8 +34,14 @@ def brute_similarity(D, weights=None):
             for f in range(d):
                 if D[a, f] and D[b, f]:
                     acc += w[f]
-            S[a, b] = acc * (inv[a] * inv[b])
+            S[a, b] = acc * (q[a] * s[b])
     return S
+
+
+def brute_top_n(scores, popularity, N, excluded):
+    """The N best items not in ``excluded``: by score, then popularity, then smaller id."""
+    order = sorted((i for i in range(len(scores)) if i not in excluded), key=lambda i: (-scores[i], -popularity[i], i))
+    return order[:N]
 
 
 def brute_knn(S, k):

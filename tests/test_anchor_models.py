@@ -341,23 +341,23 @@ def test_load_rejects_wrong_factor_shapes(tmp_path):
     model = ALS(factors=4, iterations=2).fit(random_matrix(0))
     model.item_factors_ = model.item_factors_[:, :3]
     model.save(tmp_path / "bad")
-    with pytest.raises(ValueError, match=r"item_factors_ must be a dense array of shape \(20, 4\)"):
+    with pytest.raises(ValueError, match=r"item_factors_ must be a dense float array of shape \(20, 4\)"):
         ALS.load(tmp_path / "bad")
     ease = EASE(lam=1.0).fit(random_matrix(0))
     ease.B_ = ease.B_[:5]
     ease.save(tmp_path / "bad_ease")
-    with pytest.raises(ValueError, match="B_ must be a dense array"):
+    with pytest.raises(ValueError, match="B_ must be a dense float array"):
         EASE.load(tmp_path / "bad_ease")
 
 
 @pytest.mark.parametrize("model", [EASE(lam=5.0), ALS(factors=4, iterations=2)], ids=lambda m: type(m).__name__)
 def test_similar_items_same_in_small_chunks(monkeypatch, model):
-    import recsys_ltr.models.base as base
+    import recsys_ltr._topk as topk
 
     model.fit(random_matrix(12))
     items = np.arange(20)
     whole = model.similar_items(items, N=5)
-    monkeypatch.setattr(base, "_BLOCK_FLOATS", 45)  # 2 items per chunk
+    monkeypatch.setattr(topk, "BLOCK_FLOATS", 45)  # 2 items per chunk
     chunked = model.similar_items(items, N=5)
     for a, b in zip(whole, chunked):
         np.testing.assert_array_equal(a, b)

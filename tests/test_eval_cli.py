@@ -12,6 +12,7 @@ from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.methods import METHODS, Method, get_method
 from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
 from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
+from recsys_ltr.febr import model as febr_model
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
@@ -94,11 +95,13 @@ def test_runner_picks_setting_on_validation(small):
 
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
-    original = runner.evaluate
-    monkeypatch.setattr(
-        "recsys_ltr.febr.model.FEBR._validation_adg",
-        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"],
-    )
+    original = febr_model.evaluate_checked
+
+    def spy(score, X, validation, *args, **kwargs):
+        seen.append(validation.nnz)
+        return original(score, X, validation, *args, **kwargs)
+
+    monkeypatch.setattr(febr_model, "evaluate_checked", spy)
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))
     assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives
@@ -129,6 +132,9 @@ def test_bad_arguments(small):
         (["--dataset", "nope"], "unknown data set 'nope'"),
         (["--dataset", "movielens-100k", "--data-dir", "/nonexistent"], "not found (searched /nonexistent"),
         (["--data-dir", "/nonexistent"], "movielens-100k is not in the data directory /nonexistent"),
+        (["--dataset", "synthetic", "--k", "501"], "--k 501 is larger than the catalogue (500 items)"),
+        (["--dataset", "synthetic", "--protocol", "novelty", "--exclude-top", "500"], "--exclude-top 500 leaves no"),
+        (["--dataset", "synthetic", "--out", __file__], f"--out {__file__} names a file"),
     ],
 )
 def test_cli_bad_input_is_a_one_line_usage_error(argv, message, capsys, monkeypatch):
@@ -227,13 +233,50 @@ def test_cache_key_and_unreadable_files(small, tmp_path, capsys):
     assert cache.path("popularity", 0) != cache.path("popularity", 1)
     exp = run_experiment(small, ["popularity"], folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
     path = cache.path("popularity", 0)
-    assert cache.load("popularity", 0).test == exp.results[0].test
-    assert other.load("popularity", 0) is None
+    users = exp.results[0].users
+    assert cache.load("popularity", 0, users).test == exp.results[0].test
+    assert other.load("popularity", 0, users) is None
+    assert cache.load("popularity", 0, users[1:]) is None  # another fold's users
     path.write_text("{not json")
-    assert cache.load("popularity", 0) is None
-    assert "ignoring unreadable cache file" in capsys.readouterr().err
+    assert cache.load("popularity", 0, users) is None
+    assert "ignoring cache file" in capsys.readouterr().err
     again = run_experiment(small, ["popularity"], folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
-    assert again.computed == [("popularity", 0)] and cache.load("popularity", 0) is not None
+    assert again.computed == [("popularity", 0)] and cache.load("popularity", 0, users) is not None
+
+
+def _tampered(payload, how):
+    result = payload["result"]
+    if how == "mean":
+        result["test"]["ADG"] = 123.0
+    elif how == "per_user":
+        result["per_user"]["ADG"] = result["per_user"]["ADG"][:2]
+    elif how == "resigned_mean":  # edited and its digest recomputed: the consistency checks still hold
+        result["test"]["ADG"] = 123.0
+        payload["sha256"] = runner._digest(payload["key"], result)
+    elif how == "resigned_users":
+        result["users"], result["per_user"] = result["users"][:2], {m: v[:2] for m, v in result["per_user"].items()}
+        result["test"] = {m: float(np.mean(v)) for m, v in result["per_user"].items()}
+        payload["sha256"] = runner._digest(payload["key"], result)
+    return payload
+
+
+@pytest.mark.parametrize("how", ["mean", "per_user", "resigned_mean", "resigned_users"])
+def test_edited_cache_entries_are_recomputed_not_reported(small, tmp_path, capsys, how):
+    kw = dict(folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    first = run_experiment(small, ["popularity"], **kw)
+    path = UnitCache(tmp_path, **_settings(small)).path("popularity", 0)
+    path.write_text(json.dumps(_tampered(json.loads(path.read_text()), how)))
+    again = run_experiment(small, ["popularity"], **kw)
+    assert again.computed == [("popularity", 0)] and again.results[0].test == first.results[0].test
+    assert "ignoring cache file" in capsys.readouterr().err
+
+
+def test_cache_is_tied_to_the_code(small, tmp_path, monkeypatch):
+    kw = dict(folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    run_experiment(small, ["popularity"], **kw)
+    assert run_experiment(small, ["popularity"], **kw).computed == []
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "another version")
+    assert run_experiment(small, ["popularity"], **kw).computed == [("popularity", 0)]
 
 
 def _settings(X):
@@ -247,6 +290,7 @@ def _settings(X):
         test=0.2,
         exclude_top=None,
         k=10,
+        code=runner.code_fingerprint(),
     )
 
 
@@ -540,5 +584,5 @@ def test_trial_log_is_dropped_when_the_unit_is_cached(small, tmp_path, capsys):
     log.path.write_text("{broken")
     exp = run_experiment(small, ["item-p"], **kw)
     assert "ignoring unreadable trial log" in capsys.readouterr().err
-    assert not log.path.exists() and cache.load("item-p", 0).test == exp.results[0].test
+    assert not log.path.exists() and cache.load("item-p", 0, exp.results[0].users).test == exp.results[0].test
     assert [p.name for p in tmp_path.iterdir()] == [cache.path("item-p", 0).name]

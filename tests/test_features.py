@@ -187,7 +187,7 @@ def test_build_affinities_and_bad_inputs():
         fe.pair_features([0, 1], [0])
     with pytest.raises(ValueError, match="item columns"):
         fe.transform([0], user_items=sp.csr_matrix((1, 5)))
-    with pytest.raises(ValueError, match="scale > 0"):
+    with pytest.raises(ValueError, match="scale must be > 0"):
         fe.scores(np.ones(14), np.zeros(14), np.zeros(14), user_ids=[0])
     with pytest.raises(ValueError, match="NaN"):
         fe.transform([0], user_items=sp.csr_matrix(np.full((1, 9), np.nan)))

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from test_knn import random_feedback
 
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
-from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update
+from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update, _validation_users
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.base import Recommender
 from recsys_ltr.neighbors import cosine_affinity
@@ -30,9 +31,13 @@ def planted():
     return holdout(block_feedback(), val=0.2, test=0.2, seed=0)
 
 
+#: the dissertation's FEBR (aggregate features, training on X itself, no carved validation)
+PAPER = dict(bases=None, affinity="cosine", holdout=0.0, validation_fraction=0.0)
+
+
 def small(**kw):
     params = dict(k=10, iterations=6000, eval_every=1500, learning_rate=0.01, lam=1e-4, random_state=0, num_threads=1)
-    return FEBR(**{**params, **kw})
+    return FEBR(**{**PAPER, **params, **kw})
 
 
 def objective(model, train, theta, n=20_000):
@@ -46,13 +51,13 @@ def objective(model, train, theta, n=20_000):
         np.zeros(1),
     )
     sampler = WarpSampler(train, loss="adg", normalize=False, gamma=model.gamma, random_state=5)
-    sampler.sgd(state, _febr_score, _febr_update, n, 0.0)
+    sampler.sgd(state, _febr_score, _febr_update, n, 0.0, rows={0: "query"})
     return state[-1][0] / n + model.lam * theta @ theta
 
 
 def test_planted_objective_falls_and_validation_adg_rises(planted):
     train, val, _ = planted
-    model = small(init="zeros", early_stopping=None).fit(train, val)
+    model = small(init="zeros", early_stopping=None).fit(train, validation=val)
     h = model.history_
     assert h[0]["iteration"] == 0 and len(h) == 5 and [r["iteration"] for r in h[1:]] == [1500, 3000, 4500, 6000]
     start = objective(model, train, np.zeros(model.extractor_.n_features))
@@ -65,7 +70,7 @@ def test_planted_objective_falls_and_validation_adg_rises(planted):
 
 def test_early_stopping_keeps_best_theta(planted):
     train, val, _ = planted
-    model = small(learning_rate=5.0, early_stopping=1).fit(train, val)  # wild steps: no improvement
+    model = small(learning_rate=5.0, early_stopping=1).fit(train, validation=val)  # wild steps: no improvement
     assert len(model.history_) <= 3
     best = max(model.history_, key=lambda r: r["val_adg"])
     assert model.best_iteration_ == best["iteration"]
@@ -77,9 +82,9 @@ def test_label_holdout_trains_on_the_feature_part(planted):
     from recsys_ltr.split import holdout
 
     train, val, _ = planted
-    model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, val)
+    model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
     F, L, _ = holdout(train, val=0.25, test=0.0, seed=0)
-    extractor, mean, scale, positives, known = model._training_problem(train)
+    extractor, mean, scale, positives, known = model._training_problem(train, np.random.default_rng(0))
     assert known == 1.0 and (positives != L).nnz == 0 and (extractor.X != F).nnz == 0
     np.testing.assert_allclose(mean, FeatureExtractor(F, 10, cosine_affinity(F, 10)).statistics()[0])
     theta = np.ones(model.extractor_.n_features)
@@ -91,18 +96,18 @@ def test_label_holdout_trains_on_the_feature_part(planted):
     # the final model scores features of all of X with X's own statistics
     np.testing.assert_allclose(model.feature_mean_, model.extractor_.statistics()[0])
     assert model.history_[-1]["val_adg"] > model.history_[0]["val_adg"] + 0.05  # learns from zeros
-    again = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, val)
+    again = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
     np.testing.assert_array_equal(again.coef_, model.coef_)
 
 
 def test_validation_users_sample(planted):
     train, val, _ = planted
-    model = small(validation_users=30, iterations=1500).fit(train, val)
-    users = model._validation_users(val)
+    model = small(validation_users=30, iterations=1500).fit(train, validation=val)
+    users = _validation_users(val, 30, np.random.default_rng(0))  # the sample fit draws first
     assert len(users) == 30 and np.all(np.diff(users) > 0) and np.all(np.diff(val.indptr)[users] > 0)
     best = max(r["val_adg"] for r in model.history_)  # the kept theta
     assert best == pytest.approx(evaluate(model, train, val, users=users)["ADG"])
-    assert len(small(validation_users=10_000)._validation_users(val)) == np.count_nonzero(np.diff(val.indptr))
+    assert len(_validation_users(val, 10_000, np.random.default_rng(0))) == np.count_nonzero(np.diff(val.indptr))
 
 
 def test_gamma_beyond_catalogue_still_draws_once(planted):
@@ -181,7 +186,7 @@ def test_user_side_recalculation(planted):
 def test_save_load_round_trip(tmp_path, planted):
     train, val, _ = planted
     for model in (
-        small(side="both", iterations=2000).fit(train, val),
+        small(side="both", iterations=2000).fit(train, validation=val),
         small(affinity=cosine_affinity(train, 12), iterations=2000).fit(train),
     ):
         path = tmp_path / "febr.npz"
@@ -198,7 +203,7 @@ def test_save_load_round_trip(tmp_path, planted):
 
 
 def test_clone_and_get_params():
-    model = FEBR(k=7, side="both", lam=0.1)
+    model = FEBR(**PAPER, k=7, side="both", lam=0.1)
     assert clone(model).get_params() == model.get_params()
 
 
@@ -218,7 +223,7 @@ def test_clone_and_get_params():
         (dict(beta=1.5), TypeError, "beta must be an integer"),
         (dict(early_stopping=0), ValueError, "early_stopping must be"),
         (dict(init="random"), ValueError, "init must be"),
-        (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\(0.0, 1.0\\)"),
+        (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\[0.0, 1.0\\)"),
         (dict(holdout=-0.1), ValueError, "holdout must be"),
         (
             dict(holdout=0.2, affinity=cosine_affinity(sp.csr_matrix(np.eye(15, 12)), 3)),
@@ -233,21 +238,26 @@ def test_clone_and_get_params():
 def test_bad_parameters(params, error, match):
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
     with pytest.raises(error, match=match):
-        FEBR(**{"k": 3, "iterations": 10, **params}).fit(X)
+        FEBR(**{**PAPER, "k": 3, "iterations": 10, **params}).fit(X)
 
 
 def test_bad_data():
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
-    model = FEBR(k=3, iterations=10)
+    model = FEBR(**PAPER, k=3, iterations=10)
     with pytest.raises(ValueError, match="shape mismatch"):
-        model.fit(X, sp.csr_matrix(np.eye(15, 11)))
+        model.fit(X, validation=sp.csr_matrix(np.eye(15, 11)))
+    with pytest.raises(TypeError, match="validation matrix as a keyword"):
+        model.fit(X, X)
+    with pytest.raises(ValueError, match="validation and X share"):
+        model.fit(X, validation=X)
     with pytest.raises(ValueError, match="no interactions"):
         model.fit(sp.csr_matrix((15, 12)))
     with pytest.raises(ValueError, match="NaN"):
         model.fit(np.full((3, 3), np.nan))
-    with pytest.raises(AttributeError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         model.score([0])
     model.fit(X)
+    assert model.score([]).shape == (0, 12)
     with pytest.raises(ValueError, match="out of range"):
         model.score([15])
     with pytest.raises(ValueError, match="user_items must have"):

@@ -178,6 +178,21 @@ def test_k_core_cascades():
     assert _pairs(inter) == {(0, 0), (0, 1), (0, 3), (2, 0), (2, 1), (2, 3)}
 
 
+def test_k_core_that_removes_everything_says_so_plainly():
+    # 9 ratings, 6 positives (>= 4): no user reaches 5 positives, so the filter leaves nothing
+    df = pd.DataFrame(
+        {"user": [1, 1, 1, 2, 2, 3, 3, 3, 3], "item": [10, 11, 12, 10, 13, 11, 12, 13, 14],
+         "rating": [5, 4, 3, 4, 5, 2, 4, 5, 4]}
+    )  # fmt: skip
+    with pytest.raises(ValueError) as err:
+        Interactions.from_dataframe(df, weight_col="rating", threshold=4, min_user_count=5)
+    msg = str(err.value)
+    assert msg.startswith("the k-core filter removed every interaction")
+    for part in ("min_user_count=5", "of the 7 positives", "most active user had 3", "most popular item 2"):
+        assert part in msg
+    assert Interactions.from_dataframe(df, weight_col="rating", threshold=4, min_user_count=2).nnz == 7
+
+
 # ---------------------------------------------------------------------- item features
 def test_with_item_features_aligns_by_external_id():
     inter = Interactions.from_arrays([0, 0, 1], ["b", "a", "c"])
@@ -222,6 +237,10 @@ def test_tuple_ids_are_scalars_only_when_ids_are_tuples():
         inter.user_index((9, 9))
     ints = Interactions.from_arrays([5, 7], [1, 2])  # non-tuple ids: a tuple is a sequence
     np.testing.assert_array_equal(ints.user_index((7, 5)), [1, 0])
+    mixed = Interactions.from_arrays(np.array([0, 1, (0, 1)], dtype=object), ["x", "y", "z"])
+    assert mixed.user_index((0, 1)) == 2  # one id, though a tuple of two known ids too
+    with pytest.raises(TypeError, match="hashable"):
+        mixed.user_index([[0, 1]])
 
 
 def test_to_dataframe_round_trip():
@@ -311,5 +330,5 @@ def test_sparse_wrong_shape_or_id_map_length():
         Interactions.from_sparse(X, item_ids=[0, 1, 2, 3])
     with pytest.raises(ValueError, match="unique"):
         Interactions.from_sparse(X, user_ids=["a", "a", "b"])
-    with pytest.raises(TypeError, match="2-D"):
+    with pytest.raises(ValueError, match="2-D"):
         Interactions.from_sparse(np.ones(3))

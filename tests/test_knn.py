@@ -123,5 +123,7 @@ def test_bad_inputs():
         ktrunc(np.ones((2, 3)), 1)
     with pytest.raises(ValueError, match="shape mismatch"):
         ktrunc(np.ones((3, 3)), 1, np.ones((2, 2)))
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="larger than the catalogue"):
         ktrunc([[1.0]], 1)
+    with pytest.raises(TypeError, match="numeric"):
+        ktrunc([["a"]], 1)

@@ -6,7 +6,9 @@ import math
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
+from recsys_ltr._io import write_estimator_file
 from recsys_ltr.ltr.lgmml import LGMML
 from recsys_ltr.metric_learning.gmml import GMML
 from recsys_ltr.query_metrics import ndcg_at_k, ranking_report
@@ -194,7 +196,7 @@ def test_bad_inputs():
         LGMML().fit(np.where(X > 1, np.nan, X), y, qid)
     with pytest.raises(ValueError, match="both a relevant"):
         LGMML().fit(X, np.zeros_like(y), qid)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         LGMML().predict(X, qid)
     est = LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(X, y, qid)
     with pytest.raises(ValueError, match="features"):
@@ -210,17 +212,8 @@ def test_save_load_roundtrip(tmp_path):
     back = LGMML.load(tmp_path / "m.npz")
     assert back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.predict(X, qid), est.predict(X, qid))
-    np.savez(
-        tmp_path / "bad.npz",
-        header=np.array(
-            json.dumps({"format": "recsys_ltr.metric", "version": 1, "class": "LGMML", "params": est.get_params()})
-        ),
-        metrics_=est.metrics_,
-        transforms_=est.transforms_,
-        anchors_=est.anchors_,
-        phi_=-est.phi_ - 1,
-        scale_=est.scale_,
-    )
+    state = {name: getattr(est, name) for name in ("metrics_", "transforms_", "anchors_", "scale_")}
+    write_estimator_file(tmp_path / "bad", "LGMML", est.get_params(), {**state, "phi_": -est.phi_ - 1})
     with pytest.raises(ValueError, match="phi_ must be >= 0"):
         LGMML.load(tmp_path / "bad.npz")
 

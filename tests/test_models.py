@@ -5,12 +5,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import brute_knn, brute_similarity, kunn_item_affinity_literal, random_feedback
+from _helpers import brute_knn, brute_similarity, brute_top_n, kunn_item_affinity_literal, random_feedback
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
-from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, UserKNN
+from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, RP3beta, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
 
 ALL_MODELS = [
@@ -22,6 +23,7 @@ ALL_MODELS = [
     KUNN(k=3, side="user"),
     SLIM(l1=0.1, l2=0.5),
     SLIM(k=3, l1=0.1, l2=0.5),
+    RP3beta(k=3, alpha=0.7, beta=0.4),
 ]
 
 
@@ -109,11 +111,6 @@ def test_slim_recovers_planted_pairs():
         assert ids.tolist() == [i ^ 1]
 
 
-def brute_top_n(scores, popularity, N, excluded):
-    order = sorted((i for i in range(len(scores)) if i not in excluded), key=lambda i: (-scores[i], -popularity[i], i))
-    return order[:N]
-
-
 @pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
 def test_recommend_matches_brute_force_top_n(model):
     D = feedback(4)
@@ -145,7 +142,7 @@ def test_user_without_history_gets_popularity_order():
 
 
 @pytest.mark.parametrize(
-    "model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), Popularity()], ids=repr
+    "model", [ItemKNN(k=3), KUNN(k=3, side="item"), SLIM(k=3, l1=0.1, l2=0.5), RP3beta(k=3), Popularity()], ids=repr
 )
 def test_item_based_models_score_new_users_without_refit(model):
     D = feedback(6)
@@ -183,7 +180,7 @@ def test_user_based_models_recalculate_user(model):
     assert not model.item_based
 
 
-@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN])
+@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN, RP3beta])
 def test_with_k_equals_refit(cls):
     D = feedback(8, 15, 12)
     big = cls(k=8).fit(D)
@@ -216,7 +213,7 @@ def test_load_rejects_malformed_files(tmp_path):
         return tmp_path / name
 
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
-    with pytest.raises(ValueError, match="not a recsys_ltr model"):
+    with pytest.raises(ValueError, match="not a readable recsys_ltr model file"):
         Recommender.load(tmp_path / "junk.npz")
     with pytest.raises(ValueError, match="no 'header'"):
         Recommender.load(write("a.npz", {k: v for k, v in good.items() if k != "header"}))
@@ -269,13 +266,17 @@ def _set(*keys_value):
         (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
         (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
         (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
-        (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress"),
+        (
+            ItemKNN(k=3),
+            _set("params", "show_progress", "yes"),
+            "invalid parameters: show_progress must be True, False or None",
+        ),
         (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
-        (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted attribute"),
+        (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted state"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "kind", "kunn"), "expected 'cosine'"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "side", "user"), "Affinity with side=.item."),
-        (KUNN(k=3), _set("params", "side", "items"), "fitted state holds"),
+        (KUNN(k=3), _set("params", "side", "items"), "invalid parameters: side must be one of"),
         (KUNN(k=3, side="user"), _set("params", "side", "item"), "fitted state holds"),
         (SLIM(l1=0.1, l2=0.5), _set("params", "l1", -1.0), "invalid parameters: l1"),
         (SLIM(l1=0.1, l2=0.5), _set("params", "l2", True), "invalid parameters: l2"),
@@ -365,7 +366,7 @@ def test_bad_inputs():
         SLIM(k=6).fit(D)
     with pytest.raises(ValueError, match="no interactions"):
         ItemKNN(k=1).fit(sp.csr_matrix((3, 3)))
-    with pytest.raises(AttributeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         ItemKNN().score([0])
     model = ItemKNN(k=2).fit(D)
     with pytest.raises(ValueError, match="out of range"):
@@ -374,8 +375,8 @@ def test_bad_inputs():
         model.score([0.5])
     with pytest.raises(ValueError, match="expected shape"):
         model.recommend([0, 1], sp.csr_matrix(D[:1]))
-    with pytest.raises(TypeError, match="sparse"):
-        model.recommend(0, D[:1])
+    dense_rows = model.recommend(0, D[:1])  # implicit's user_items, dense allowed
+    np.testing.assert_array_equal(dense_rows[0], model.recommend(0, sp.csr_matrix(D[:1]))[0])
     with pytest.raises(ValueError, match="out of range"):
         model.recommend(0, filter_items=[6])
     with pytest.raises(ValueError, match=">= 1"):
@@ -387,7 +388,7 @@ def test_bad_inputs():
 def test_estimator_conventions_and_threads():
     D = feedback(13, 25, 12)
     model = KUNN(k=4, side="user", num_threads=1)
-    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": False}
+    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": None}
     assert clone(model.set_params(k=5)).k == 5
     one = model.fit(D).score(np.arange(25))
     two = clone(model).set_params(num_threads=2).fit(D).score(np.arange(25))

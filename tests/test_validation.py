@@ -131,8 +131,10 @@ def test_check_feedback_rejects_more_than_int32(monkeypatch):
 
     monkeypatch.setattr(validation, "_INT32_MAX", 3)
     assert check_feedback(np.eye(3)).nnz == 3
-    with pytest.raises(ValueError, match="too large for the int32 CSR"):
+    with pytest.raises(ValueError, match="at most 3 rows and columns"):
         check_feedback(np.eye(4))
+    with pytest.raises(ValueError, match="at most 3 are supported"):
+        check_feedback(np.ones((3, 3)))
 
 
 @pytest.mark.parametrize(

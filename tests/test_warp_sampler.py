@@ -34,6 +34,10 @@ def table_count(state, q, pos, neg, w, lr):
     state[0][q, neg] -= lr  # a real (if silly) model step, so that reproducibility is meaningful
 
 
+#: the table model indexes every state array by query (scores[q, i])
+ROWS = {0: "query"}
+
+
 def table_state(scores):
     scores = np.array(scores, dtype=np.float64)
     return (scores, np.zeros_like(scores), np.zeros_like(scores), np.zeros(1))
@@ -78,7 +82,7 @@ def test_ns_distribution_and_mean_weight(n_v, beta, positive_draws):
     s = WarpSampler(R, beta=beta, loss="reciprocal", positive_draws=positive_draws, random_state=n_v)
     pool = s.n_irr[0]
     assert pool == (n_irr if positive_draws == "reject" else n_irr + 1)
-    b = s.minibatch(state, table_score, 20_000, require_violation=False)
+    b = s.minibatch(state, table_score, 20_000, require_violation=False, rows=ROWS)
     found = b.negatives >= 0
     assert np.all(b.draws <= beta) and np.all((b.negatives[found] >= 1) & (b.negatives[found] <= n_v))
     n_s = np.where(found, b.draws, beta + 1)
@@ -96,7 +100,7 @@ def test_estimator_table_weights():
     R, state = one_query_problem(n_irr, 3)
     theta = opt_est(nml_loss("pak", n_irr, k=5), beta, n_irr)
     s = WarpSampler(R, beta=beta, estimator=theta, random_state=1)
-    b = s.minibatch(state, table_score, 20_000, require_violation=False)
+    b = s.minibatch(state, table_score, 20_000, require_violation=False, rows=ROWS)
     found = b.negatives >= 0
     np.testing.assert_array_equal(b.weights[found], theta[b.draws[found] - 1])
     expected = expected_truncated_loss(theta, beta, n_irr)[3]
@@ -113,7 +117,7 @@ def test_uniform_queries_positives_negatives_complement(mode):
     state = table_state(np.zeros(R.shape))  # every draw violates: the first negative is taken
     s = WarpSampler(R, random_state=7, **mode)
     assert 3 not in s.queries and s.queries.size == n_q - 1
-    stats = s.sgd(state, table_score, table_count, 60_000, 0.0)
+    stats = s.sgd(state, table_score, table_count, 60_000, 0.0, rows=ROWS)
     assert stats.samples == 60_000 and stats.violators == 60_000
     pos, neg = state[1], state[2]
     dense = R.toarray() > 0
@@ -146,7 +150,7 @@ def test_explicit_irrelevant_sets():
     s = WarpSampler(R, Q, loss="lgmml", normalize=False, random_state=0)
     assert 4 not in s.queries
     np.testing.assert_array_equal(s.n_irr, (lab == 0).sum(1))
-    s.sgd(state, table_score, table_count, 40_000, 0.0)
+    s.sgd(state, table_score, table_count, 40_000, 0.0, rows=ROWS)
     neg = state[2][s.queries]
     irr = (lab == 0)[s.queries]
     assert_chisquare(neg, irr / irr.sum(1, keepdims=True))
@@ -179,7 +183,7 @@ def test_min_beta_gives_alg_4_2_at_least_one_draw():
     np.testing.assert_array_equal(WarpSampler(R, gamma=4, min_beta=0).beta_q, n_irr // 4)  # default
     np.testing.assert_array_equal(WarpSampler(R, beta=2, min_beta=5).beta_q, np.minimum(5, n_irr))
     state = table_state(np.zeros(R.shape))  # no margin met: every first draw violates
-    stats = s.sgd(state, table_score, table_count, 300, 0.0)
+    stats = s.sgd(state, table_score, table_count, 300, 0.0, rows=ROWS)
     assert stats.violators == stats.draws == 300
     with pytest.raises(ValueError, match="min_beta"):
         WarpSampler(R, gamma=2, min_beta=-1)
@@ -190,7 +194,7 @@ def test_gamma_weights_equal_rank_gamma_estimator():
     n_irr, gamma = 40, 6
     R, state = one_query_problem(n_irr, 2)
     s = WarpSampler(R, gamma=gamma, random_state=2)
-    b = s.minibatch(state, table_score, 5000, require_violation=False)
+    b = s.minibatch(state, table_score, 5000, require_violation=False, rows=ROWS)
     assert b.draws.max() <= n_irr // gamma
     assert np.all(np.floor(n_irr / b.draws[b.negatives >= 0]) >= gamma)
 
@@ -202,7 +206,9 @@ def test_reproducible_one_thread_and_minibatch_thread_independent():
 
     def run(seed):
         state = table_state(scores)
-        WarpSampler(R, beta=5, random_state=seed, num_threads=1).sgd(state, table_score, table_count, 5000, 0.1)
+        WarpSampler(R, beta=5, random_state=seed, num_threads=1).sgd(
+            state, table_score, table_count, 5000, 0.1, rows=ROWS
+        )
         return state
 
     a, b, c = run(11), run(11), run(12)
@@ -213,7 +219,7 @@ def test_reproducible_one_thread_and_minibatch_thread_independent():
     batches = []
     for threads in (1, 2):
         s = WarpSampler(R, beta=5, random_state=3, num_threads=threads)
-        batches.append([s.minibatch(table_state(scores), table_score, 64) for _ in range(2)])
+        batches.append([s.minibatch(table_state(scores), table_score, 64, rows=ROWS) for _ in range(2)])
     for b1, b2 in zip(*batches):
         for x, y in zip(b1, b2):
             np.testing.assert_array_equal(x, y)
@@ -223,10 +229,10 @@ def test_reproducible_one_thread_and_minibatch_thread_independent():
 def test_minibatch_require_violation_and_max_tries():
     R = random_relevance()
     s = WarpSampler(R, beta=3, random_state=0)
-    b = s.minibatch(table_state(np.zeros(R.shape)), table_score, 50)
+    b = s.minibatch(table_state(np.zeros(R.shape)), table_score, 50, rows=ROWS)
     assert np.all(b.negatives >= 0) and np.all(b.draws == 1)
     hopeless = np.where(R.toarray() > 0, 10.0, 0.0)  # no violators anywhere
-    b = s.minibatch(table_state(hopeless), table_score, 20, max_tries=4)
+    b = s.minibatch(table_state(hopeless), table_score, 20, max_tries=4, rows=ROWS)
     assert np.all(b.negatives == -1) and np.all(b.weights == 0)
     np.testing.assert_array_equal(b.draws, 4 * s.beta_q[b.queries])  # last try's query
     assert np.all(R[b.queries, b.positives] == 1)
@@ -246,7 +252,7 @@ def test_dot_product_model_learns_and_reproduces():
         init = np.random.default_rng(seed)
         U, V = 0.1 * init.standard_normal((n_u, 8)), 0.1 * init.standard_normal((n_i, 8))
         s = WarpSampler(sp.csr_matrix(train.astype(float)), beta=20, random_state=seed)
-        s.sgd((U, V), dot_score, dot_update, n_samples, 0.05)
+        s.sgd((U, V), dot_score, dot_update, n_samples, 0.05, rows=DOT_ROWS)
         return U, V
 
     def auc(U, V):
@@ -315,8 +321,8 @@ def test_unsorted_and_duplicate_indices_are_canonicalised():
     row = slice(shuffled.indptr[0], shuffled.indptr[1])
     shuffled.indices[row] = shuffled.indices[row][::-1].copy()
     shuffled.has_sorted_indices = False
-    a = WarpSampler(R, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8)
-    b = WarpSampler(shuffled, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8)
+    a = WarpSampler(R, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8, rows=ROWS)
+    b = WarpSampler(shuffled, random_state=0).minibatch(table_state(np.zeros(R.shape)), table_score, 8, rows=ROWS)
     np.testing.assert_array_equal(a.positives, b.positives)
 
 
@@ -325,19 +331,19 @@ def test_bad_calls():
     s = WarpSampler(R, random_state=0)
     state = table_state(np.zeros(R.shape))
     with pytest.raises(TypeError, match="score_fn"):
-        s.sgd(state, lambda st, q, i: 0.0, table_count, 10, 0.1)
+        s.sgd(state, lambda st, q, i: 0.0, table_count, 10, 0.1, rows=ROWS)
     with pytest.raises(TypeError, match="update_fn"):
-        s.sgd(state, table_score, None, 10, 0.1)
+        s.sgd(state, table_score, None, 10, 0.1, rows=ROWS)
     with pytest.raises(TypeError, match="tuple"):
-        s.sgd([state[0]], table_score, table_count, 10, 0.1)
+        s.sgd([state[0]], table_score, table_count, 10, 0.1, rows=ROWS)
     with pytest.raises(ValueError):
-        s.sgd(state, table_score, table_count, -1, 0.1)
+        s.sgd(state, table_score, table_count, -1, 0.1, rows=ROWS)
     with pytest.raises(ValueError):
-        s.sgd(state, table_score, table_count, 10, np.nan)
+        s.sgd(state, table_score, table_count, 10, np.nan, rows=ROWS)
     with pytest.raises(ValueError):
-        s.minibatch(state, table_score, 0)
+        s.minibatch(state, table_score, 0, rows=ROWS)
     with pytest.raises(ValueError):
-        s.minibatch(state, table_score, 5, max_tries=0)
+        s.minibatch(state, table_score, 5, max_tries=0, rows=ROWS)
 
 
 def test_inline_mode_matches_pointer_mode():
@@ -346,7 +352,9 @@ def test_inline_mode_matches_pointer_mode():
     states = []
     for mode in ("pointer", "inline"):
         state = table_state(scores)
-        WarpSampler(R, beta=4, random_state=5, compile_mode=mode).sgd(state, table_score, table_count, 3000, 0.1)
+        WarpSampler(R, beta=4, random_state=5, compile_mode=mode).sgd(
+            state, table_score, table_count, 3000, 0.1, rows=ROWS
+        )
         states.append(state)
     for x, y in zip(*states):
         np.testing.assert_array_equal(x, y)
@@ -362,9 +370,9 @@ def test_nan_scores_raise_instead_of_silently_skipping(nan_at):
         scores[R.toarray() == 0] = np.nan
     s = WarpSampler(R, beta=3, random_state=0)
     with pytest.raises(FloatingPointError, match="NaN"):
-        s.sgd(table_state(scores), table_score, table_count, 50, 0.1)
+        s.sgd(table_state(scores), table_score, table_count, 50, 0.1, rows=ROWS)
     with pytest.raises(FloatingPointError, match="NaN"):
-        s.minibatch(table_state(scores), table_score, 4)
+        s.minibatch(table_state(scores), table_score, 4, rows=ROWS)
 
 
 def test_rows_check_guards_the_model_state():

@@ -15,6 +15,7 @@ Files are located and checksummed by :mod:`recsys_ltr.datasets._registry`.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +39,19 @@ def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarra
     ``.query`` file (one group size per line; group ``g`` gets qid ``g``).
     """
     path = Path(path)
-    if query_file is None:
-        X, y, qid = load_svmlight_file(
-            str(path), n_features=n_features, query_id=True, dtype=np.float64, zero_based=False
-        )
-    else:
-        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64, zero_based=False)
-        sizes = np.loadtxt(query_file, dtype=np.int64, ndmin=1)
+    try:
+        if query_file is None:
+            X, y, qid = load_svmlight_file(
+                str(path), n_features=n_features, query_id=True, dtype=np.float64, zero_based=False
+            )
+        else:
+            X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64, zero_based=False)
+            sizes = np.loadtxt(query_file, dtype=np.int64, ndmin=1)
+    except FileNotFoundError:
+        raise
+    except (EOFError, OSError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is not a readable SVMlight/LETOR file ({type(exc).__name__}: {exc})") from None
+    if query_file is not None:
         if np.any(sizes <= 0) or sizes.sum() != X.shape[0]:
             raise ValueError(
                 f"{query_file}: group sizes must be positive and sum to the {X.shape[0]} rows of "
@@ -53,6 +60,9 @@ def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarra
         qid = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     if X.shape[0] == 0:
         raise ValueError(f"{path} holds no rows")
+    if not np.all(np.isfinite(X.data)):
+        bad = int(np.flatnonzero(~np.isfinite(X.toarray()).all(axis=1))[0])
+        raise ValueError(f"{path}: row {bad + 1} has a NaN or infinite feature value")
     if np.any(y != np.round(y)) or np.any(y < 0):
         raise ValueError(f"{path}: labels must be non-negative integers")
     return X.toarray(), y.astype(np.int64), np.asarray(qid, dtype=np.int64)

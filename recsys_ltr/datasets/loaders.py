@@ -18,6 +18,9 @@ Files are located and checksummed by :mod:`recsys_ltr.datasets._registry`.
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -58,7 +61,18 @@ def load(name: str, data_dir=None, verify: bool = True) -> Interactions:
     if name not in _LOADERS:
         dataset_info(name)  # unknown name -> ValueError listing the registered ones
         raise ValueError(f"{name!r} is a learning-to-rank set: use recsys_ltr.datasets.load_letor")
-    return _LOADERS[name](data_dir, verify)
+    return _reading(name, _LOADERS[name], data_dir, verify)
+
+
+def _reading(name, loader, *args):
+    """Run ``loader``; a damaged file (corrupt gzip, undecodable or malformed text) is a ValueError."""
+    try:
+        return loader(*args)
+    except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ValueError(
+            f"data set {name!r}: a file is corrupt or malformed ({type(exc).__name__}: {exc}); "
+            "load with verify=True to find which"
+        ) from None
 
 
 def load_presplit(name: str, data_dir=None, verify: bool = True) -> tuple[Interactions, dict]:
@@ -74,7 +88,7 @@ def load_presplit(name: str, data_dir=None, verify: bool = True) -> tuple[Intera
     """
     if name not in ("movielens-1m-implicit", "gowalla"):
         raise ValueError(f"{name!r} ships no published split; pre-split sets: movielens-1m-implicit, gowalla")
-    pairs = {part: _read_user_lines(name, f"{part}.txt", data_dir, verify) for part in _PRESPLIT}
+    pairs = {part: _reading(name, _read_user_lines, name, f"{part}.txt", data_dir, verify) for part in _PRESPLIT}
     data = Interactions.from_arrays(*(np.concatenate(x) for x in zip(*pairs.values())))
     parts = {}
     for part, (users, items) in pairs.items():
@@ -99,8 +113,8 @@ def _adjacency(data: bytes, first_is_count: bool, where: str) -> tuple[np.ndarra
     line = np.searchsorted(np.flatnonzero(buf == 10), starts)  # 0-based line of each token
     try:
         tokens = np.array(data.split(), dtype=np.int64)
-    except ValueError:
-        raise ValueError(f"{where}: expected whitespace-separated integers") from None
+    except (ValueError, OverflowError):
+        raise ValueError(f"{where}: expected whitespace-separated integers below 2**63") from None
     head = np.concatenate(([True], line[1:] != line[:-1]))
     body = ~head
     if first_is_count:

@@ -1,7 +1,7 @@
 """The recommenders that ``python -m recsys_ltr.eval`` can compare, with their tuning grids.
 
 Each method names a factory (keyword arguments -> unfitted estimator exposing ``fit(X)`` --
-``fit(X, validation)`` when ``uses_validation`` -- and ``score(user_ids)``) and, per budget, the
+``fit(X, validation=V)`` when ``uses_validation`` -- and ``score(user_ids)``) and, per budget, the
 grids of the two-level tuning on validation ADG (dissertation sec. 4.7.3): the values of the
 *main* hyper-parameter (neighbourhood size ``k``, number of factors, ...) and the settings of the
 *secondary* ones (regularisers), whose first setting is the default used while the main one is
@@ -27,7 +27,7 @@ class Method:
     group: str = "n/a"  # the "Aff. Matrix" column of Tables 4.3 / 4.4
     description: str = ""
     k_axis: tuple[int, ...] = ()  # axes of X whose size bounds the neighbourhood size k
-    uses_validation: bool = False  # fit(X, validation): early stopping on the validation matrix
+    uses_validation: bool = False  # fit(X, validation=V): early stopping on the validation matrix
     seeded: bool = False  # takes random_state
     threaded: bool = True  # takes num_threads
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
@@ -126,6 +126,22 @@ _ALS_SECONDARY = _both(
     tuple({"regularization": r, "alpha": a} for r in (10.0, 1.0, 100.0) for a in (10.0, 2.0, 40.0)),
     tuple({"alpha": 1.0 + a} for a in (1.0, 0.1, 0.01, 0.001)),
 )
+# RP3β: Dacrema et al. (2019) search alpha, beta in [0, 2]; scores are sensitive to beta (ADG
+# peaks near 0.5 on movielens-100k and 0.6 on movielens-1m-implicit), hence steps of 0.1 there.
+# The defaults (1, 0.5) come first.
+_RP3BETA_QUICK = ((1.0, 0.5), (1.0, 0.3), (1.0, 0.4), (1.0, 0.6), (1.0, 0.7)) + tuple(
+    (0.5, b) for b in (0.3, 0.4, 0.5, 0.6, 0.7)
+)
+_RP3BETA_PAPER = ((1.0, 0.5),) + tuple(
+    (a, b)
+    for a in (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+    for b in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.5, 2.0)
+    if (a, b) != (1.0, 0.5)
+)
+_RP3BETA_SECONDARY = _both(
+    tuple({"alpha": a, "beta": b} for a, b in _RP3BETA_QUICK),
+    tuple({"alpha": a, "beta": b} for a, b in _RP3BETA_PAPER),
+)
 _AFFINITIES = {"cos": ("cosine", "cosine"), "KUNN": ("kunn", "KUNN"), "SLIM": ("slim", "SLIM")}
 _EASE_PAPER = (10.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)  # Steck's lambda, no paper grid
 _SIDES = {"i": ("item", (1,)), "u": ("user", (0,)), "iu": ("both", (0, 1))}
@@ -144,7 +160,7 @@ def _febr(side, affinity):
     secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
         f"FEBR{side}-{affinity}",
-        _model("FEBR", affinity=kind, side=side_name),
+        _model("FEBR", bases=None, affinity=kind, side=side_name, holdout=0.0, validation_fraction=0.0),
         "k",
         _both((50, 100), K_PAPER),
         secondary,
@@ -173,6 +189,16 @@ METHODS: dict[str, Method] = {
             k_axis=(1,),
         ),
         _knn("KUNN", "KUNN", "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
+        Method(
+            "RP3beta",
+            _model("RP3beta"),
+            "k",
+            _both(K_QUICK, K_PAPER),
+            _RP3BETA_SECONDARY,
+            group="RP3β",
+            description="RP3β (Paudel et al. 2017) as in Dacrema et al. (2019): popularity-discounted 3-step walk",
+            k_axis=(1,),
+        ),
         _knn("KUNN-i", "KUNN", "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
         _knn("KUNN-u", "KUNN", "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
         # Paper grids: the dissertation's (BPR's four regularisers share one value here).

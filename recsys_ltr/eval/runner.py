@@ -17,10 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import re
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -31,6 +29,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from recsys_ltr import split
+from recsys_ltr._io import atomic_write
+from recsys_ltr._progress import progress_enabled
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.metrics import evaluate
@@ -45,7 +45,18 @@ def table_metrics(k: int) -> list[str]:
 
 
 #: Bumped when the cached content or its meaning changes (older files are then recomputed).
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+
+
+@cache
+def code_fingerprint() -> str:
+    """sha256 of the package's source files: cached results are tied to the code that made them."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass
@@ -81,6 +92,17 @@ class FoldResult:
         data["users"] = np.asarray(data["users"], dtype=np.int64)
         return cls(**data)
 
+    def check(self, users: np.ndarray) -> None:
+        """Raise ``ValueError`` unless the result covers exactly the evaluated ``users`` and every
+        mean is the mean of its per-user values."""
+        if not np.array_equal(self.users, users):
+            raise ValueError(f"holds {self.users.size} users, the fold evaluates {users.size}")
+        for name, values in self.per_user.items():
+            if values.shape != users.shape or not np.all(np.isfinite(values)):
+                raise ValueError(f"per-user {name} has {values.size} values for {users.size} users")
+            if not np.isclose(self.test.get(name, np.nan), values.mean(), rtol=1e-12, atol=1e-15):
+                raise ValueError(f"test {name} = {self.test.get(name)!r} is not the mean of its per-user values")
+
 
 @dataclass
 class Skipped:
@@ -113,7 +135,9 @@ def _fitter(method, train, val, random_state, num_threads):
     def fit(params):
         t0 = time.perf_counter()
         model = method.build(**params, **extra)
-        model = model.fit(train, val) if method.uses_validation else model.fit(train)
+        if hasattr(model, "show_progress"):  # the run's bar counts units; the fits inside stay quiet
+            model.set_params(show_progress=False)
+        model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
         return model, time.perf_counter() - t0
 
     return fit
@@ -272,23 +296,30 @@ class UnitCache:
         stem = f"{s['dataset']}-{s['protocol']}-{s['budget']}-seed{s['seed']}-{method_name}-fold{fold}-{digest}"
         return self.directory / (re.sub(r"[^\w.@-]", "_", stem) + ".json")
 
-    def load(self, method_name, fold) -> FoldResult | None:
+    def load(self, method_name, fold, users) -> FoldResult | None:
+        """The cached unit, or ``None`` when absent, made for other inputs or code, or failing its
+        integrity checks (digest of its content, coverage of the fold's evaluated ``users``)."""
         path = self.path(method_name, fold)
         try:
             payload = json.loads(path.read_text())
             if payload["key"] != self.key(method_name, fold):
                 return None
-            return FoldResult.from_json(payload["result"])
+            if payload.get("sha256") != _digest(payload["key"], payload["result"]):
+                raise ValueError("its content does not match its sha256 digest (edited or damaged)")
+            result = FoldResult.from_json(payload["result"])
+            result.check(users)
+            return result
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError) as exc:
-            print(f"ignoring unreadable cache file {path}: {exc}", file=sys.stderr)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            print(f"ignoring cache file {path}: {exc}; recomputing", file=sys.stderr)
             return None
 
     def store(self, result: FoldResult) -> Path:
-        """Write the finished unit and drop its :class:`TrialLog`."""
+        """Write the finished unit (with the digest of its content) and drop its :class:`TrialLog`."""
         path = self.path(result.method, result.fold)
-        _write_json(path, {"key": self.key(result.method, result.fold), "result": result.to_json()})
+        key, content = self.key(result.method, result.fold), json.loads(json.dumps(result.to_json()))
+        _write_json(path, {"key": key, "result": content, "sha256": _digest(key, content)})
         self.trial_log(result.method, result.fold).clear()
         return path
 
@@ -327,18 +358,14 @@ class TrialLog:
         self.path.unlink(missing_ok=True)
 
 
+def _digest(key, result) -> str:
+    return hashlib.sha256(json.dumps({"key": key, "result": result}, sort_keys=True).encode()).hexdigest()
+
+
 def _write_json(path: Path, payload) -> None:
-    """Write ``payload`` to ``path`` atomically (temporary file in the same directory + rename)."""
+    """Write ``payload`` to ``path`` atomically (:func:`recsys_ltr._io.atomic_write`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is needlessly private
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: f.write(json.dumps(payload).encode()))
 
 
 # ------------------------------------------------------------------------------ experiment
@@ -411,13 +438,14 @@ def run_experiment(
     cache_dir=None,
     read_cache=True,
     dataset="data",
-    show_progress=True,
+    show_progress=None,
 ) -> Experiment:
     """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
 
     With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
     all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
     :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
+    ``show_progress``: a bar over the units (``None``: on when standard error is a terminal).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -442,16 +470,18 @@ def run_experiment(
             test=test,
             exclude_top=exclude_top,
             k=k,
+            code=code_fingerprint(),
         )
     units = [(name, fold) for fold in range(folds) for name in methods]
-    outcomes = {unit: cache.load(*unit) for unit in units} if cache and read_cache else {}
+    evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
+    outcomes = {unit: cache.load(*unit, evaluated[unit[1]]) for unit in units} if cache and read_cache else {}
     todo = [unit for unit in units if outcomes.get(unit) is None]
     bar = tqdm(
         total=len(units),
         initial=len(units) - len(todo),
         desc=f"{dataset} {protocol}",
         unit="run",
-        disable=not show_progress,
+        disable=not progress_enabled(show_progress),
     )
     reported = set()
     arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)

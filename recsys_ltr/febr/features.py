@@ -40,9 +40,11 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from .._validation import check_feedback, check_ids, check_num_threads
-from ..neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
-from ..neighbors.knn import check_k, numba_threads
+from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_num_threads, check_sparse, numba_threads
+from ..neighbors.affinity import Affinity, _cosine_affinity, _kunn_affinity, _rp3beta_affinity, _slim_affinity
+from ..neighbors.knn import check_k
+from ..neighbors.rp3beta import check_rp3beta_params
+from ..neighbors.slim import check_slim_params
 
 __all__ = [
     "AFFINITIES",
@@ -61,8 +63,9 @@ AGGREGATORS = ("mean", "std", "min", "max", "len", "sum", "b")
 #: FEBRi, FEBRu, FEBRiu.
 SIDES = ("item", "user", "both")
 #: Affinity kinds built from the feedback matrix by :func:`build_affinities`.
-AFFINITIES = ("cosine", "kunn", "slim")
+AFFINITIES = ("cosine", "kunn", "slim", "rp3beta")
 
+_ITEM_ONLY = {"slim": "SLIM", "rp3beta": "RP3β"}  # kinds without a user-side affinity
 _W = len(AGGREGATORS)  # features per side
 _STAT_CHUNKS = 64  # fixed chunking: statistics do not depend on the thread count
 _BITSET_BYTES = 2**30  # per-pair membership by a bitset of X up to this size, else binary search
@@ -250,7 +253,7 @@ def _batch_kernel(
     d = _W * int(sides[0] + sides[1])
     for c in prange(n_chunks):
         acc = np.zeros((n_items, 6))
-        touched = np.empty(n_items, np.int64)
+        touched = np.empty(n_items + 1, np.int64)  # +1: the branch-free append writes one ahead
         for r in range(c, n_rows, n_chunks):
             if mode == 0:
                 out[r, :, 0] = base
@@ -309,6 +312,13 @@ def feature_names(side: str) -> list[str]:
     return [f"{s}_{a}" for s in sides for a in AGGREGATORS]
 
 
+def _affinity_params(params, defaults, kind) -> dict:
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise TypeError(f"affinity_params of {kind} take {sorted(defaults)}; got {sorted(unknown)}")
+    return {**defaults, **params}
+
+
 def _check_side(side):
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
@@ -320,10 +330,12 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     Parameters
     ----------
     X : canonical feedback matrix (users x items)
-    affinity : {"cosine", "kunn", "slim"}, Affinity, or tuple (item Affinity, user Affinity)
+    affinity : {"cosine", "kunn", "slim", "rp3beta"}, Affinity, or tuple (item Affinity, user Affinity)
         A kind to compute from ``X`` with ``k_max = k`` ("slim": fsSLIM with ``k`` cosine
-        neighbours, item side only), or fitted affinities (for ``side="both"`` a pair
-        ``(item, user)``; a single Affinity serves the side it was built for).
+        neighbours; "rp3beta": ``A = W^T`` of RP3β with ``k`` targets per source item, whose
+        ``KNN_k(i)`` are then ``i``'s ``k`` strongest reverse neighbours; both item side only), or
+        fitted affinities (for ``side="both"`` a pair ``(item, user)``; a single Affinity serves
+        the side it was built for).
     side : {"item", "user", "both"}
     k : int
         Neighbourhood size.
@@ -337,14 +349,24 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
     if isinstance(affinity, str):
         if affinity not in AFFINITIES:
             raise ValueError(f"affinity must be one of {AFFINITIES} or an Affinity object, got {affinity!r}")
-        if affinity == "slim" and "user" in wanted:
-            raise ValueError("the SLIM affinity exists for items only: use side='item' with affinity='slim'")
+        if affinity in _ITEM_ONLY and "user" in wanted:
+            raise ValueError(
+                f"the {_ITEM_ONLY[affinity]} affinity exists for items only: use side='item' with affinity={affinity!r}"
+            )
         for s in wanted:
             if affinity == "slim":
-                out[s] = slim_affinity(X, k, num_threads=num_threads, **params)
+                full = _affinity_params(params, {"l1": 1.0, "l2": 1.0, "max_iter": 100, "tol": 1e-4}, affinity)
+                l1, l2, max_iter, tol = check_slim_params(full["l1"], full["l2"], full["max_iter"], full["tol"])
+                out[s] = _slim_affinity(X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads)
+            elif affinity == "rp3beta":
+                full = _affinity_params(params, {"alpha": 1.0, "beta": 0.5}, affinity)
+                alpha, beta = check_rp3beta_params(full["alpha"], full["beta"])
+                out[s] = _rp3beta_affinity(X, k, alpha, beta, num_threads)
             else:
-                build = cosine_affinity if affinity == "cosine" else kunn_affinity
-                out[s] = build(X, k, side=s, num_threads=num_threads, **params)
+                if params:
+                    raise TypeError(f"the {affinity} affinity takes no affinity_params, got {sorted(params)}")
+                build = _cosine_affinity if affinity == "cosine" else _kunn_affinity
+                out[s] = build(X, k, s, num_threads)
         return out["item"], out["user"]
     given = affinity if isinstance(affinity, (tuple, list)) else (affinity,)
     for a in given:
@@ -383,11 +405,21 @@ class FeatureExtractor:
     """
 
     def __init__(self, X, k, item_affinity=None, user_affinity=None, num_threads=0):
-        self.X = check_feedback(X)
+        self._build(check_feedback(X), k, item_affinity, user_affinity, check_num_threads(num_threads))
+
+    @classmethod
+    def trusted(cls, X, k, item_affinity=None, user_affinity=None, num_threads=0) -> FeatureExtractor:
+        """The extractor of a canonical feedback matrix ``X`` (no validation pass over it)."""
+        self = cls.__new__(cls)
+        self._build(X, k, item_affinity, user_affinity, check_num_threads(num_threads))
+        return self
+
+    def _build(self, X, k, item_affinity, user_affinity, num_threads):
+        self.X = X
         m, n = self.X.shape
         if item_affinity is None and user_affinity is None:
             raise ValueError("give an item affinity, a user affinity or both")
-        self.num_threads = check_num_threads(num_threads)
+        self.num_threads = num_threads
         self.side = (
             "both"
             if item_affinity is not None and user_affinity is not None
@@ -398,7 +430,7 @@ class FeatureExtractor:
         if user_affinity is not None:
             check_k(k, m, "users")
         self.k = int(k)
-        empty = sp.csr_matrix((0, 0))
+        empty = _empty_rows(0, 0)
         self._item = self._truncated(item_affinity, "item", n) if item_affinity is not None else empty
         self._user = self._truncated(user_affinity, "user", m) if user_affinity is not None else empty
         # reverse item neighbourhoods: row j lists (i, A_ij) for the i with j in KNN_k(i)
@@ -410,14 +442,7 @@ class FeatureExtractor:
         bits = np.zeros((m, words) if m * words * 8 <= _BITSET_BYTES else (0, 0), np.uint64)
         if bits.size:
             _fill_bits(self.X.indptr, self.X.indices, bits)
-        self.state = (
-            _i64(self.X.indptr),
-            _i32(self.X.indices),
-            *_parts(self._item),
-            *_parts(self._user),
-            self._sides,
-            bits,
-        )
+        self.state = (self.X.indptr, self.X.indices, *_parts(self._item), *_parts(self._user), self._sides, bits)
 
     def _truncated(self, affinity, side, n):
         if not isinstance(affinity, Affinity):
@@ -426,41 +451,32 @@ class FeatureExtractor:
             raise ValueError(f"{side}_affinity was built for {affinity.side}s")
         if affinity.n != n:
             raise ValueError(f"{side}_affinity is {affinity.n} x {affinity.n} but the data have {n} {side}s")
-        A = affinity.truncate(self.k)
-        A.check_format(full_check=True)
-        return A
+        return affinity.truncate(self.k)
 
     # -------------------------------------------------------------------------- batches
     def neighbors(self, user_ids) -> sp.csr_matrix:
         """Rows of ``ktrunc(A_user)`` (``KNN_k(u)`` with affinities) of training users."""
-        ids = check_ids(user_ids, self.X.shape[0], "user_ids")
-        if self._sides[1] == 0.0:
-            return sp.csr_matrix((len(ids), self.X.shape[0]))
-        return self._user[ids]
+        return self.neighbors_of(check_ids(user_ids, self.X.shape[0], "user_ids"))
 
     def _run(self, mode, rows, nbrs, out, weights=None, base=0.0, n_chunks=None):
-        """Validate a batch (rows: users' items; nbrs: their user neighbours) and run the kernel."""
+        """Run the scatter kernel on a checked batch (rows: users' items; nbrs: their user
+        neighbours; both canonical CSR of matching shapes)."""
         B = rows.shape[0]
-        if rows.shape[1] != self.X.shape[1]:
-            raise ValueError(f"user rows must have {self.X.shape[1]} item columns, got {rows.shape[1]}")
-        if nbrs.shape != (B, self.X.shape[0]):
-            raise ValueError(f"neighbour rows must have shape {(B, self.X.shape[0])}, got {nbrs.shape}")
-        rows = check_feedback(rows, "user_items", allow_empty=True)
-        nbrs = sp.csr_matrix(nbrs, dtype=np.float64)
         if n_chunks is None:
             n_chunks = max(1, min(B, 4 * self.num_threads))
         weights = np.zeros((2, _W)) if weights is None else weights
+        T = self._item_T
         with numba_threads(self.num_threads):
             _batch_kernel(
                 mode,
-                _i64(rows.indptr),
-                _i32(rows.indices),
-                _i64(nbrs.indptr),
-                _i32(nbrs.indices),
+                rows.indptr,
+                rows.indices,
+                nbrs.indptr,
+                nbrs.indices,
                 nbrs.data,
-                _i64(self._item_T.indptr),
-                _i32(self._item_T.indices),
-                self._item_T.data,
+                T.indptr,
+                T.indices,
+                T.data,
                 *self.state[:2],
                 self._sides,
                 self.X.shape[1],
@@ -472,20 +488,32 @@ class FeatureExtractor:
         return out
 
     def _batch(self, user_ids, user_items, neighbors):
+        """Check the batch arguments of :meth:`transform` / :meth:`scores`."""
+        m, n = self.X.shape
+        ids = None if user_ids is None else check_ids(user_ids, m, "user_ids")
         if user_items is None:
-            ids = check_ids(user_ids, self.X.shape[0], "user_ids")
-            return self.X[ids], self.neighbors(ids) if neighbors is None else neighbors
-        if not sp.issparse(user_items):
-            raise TypeError(f"user_items must be a scipy sparse matrix, got {type(user_items).__name__}")
-        if neighbors is None:
-            if self._sides[1] != 0.0:
-                ids = check_ids(user_ids, self.X.shape[0], "user_ids")
-                if len(ids) != user_items.shape[0]:
-                    raise ValueError(f"user_items has {user_items.shape[0]} rows for {len(ids)} user ids")
-                neighbors = self.neighbors(ids)
-            else:
-                neighbors = sp.csr_matrix((user_items.shape[0], self.X.shape[0]))
-        return user_items, neighbors
+            if ids is None:
+                raise ValueError("give user_ids, user_items or both")
+            rows = self.X[ids]
+        else:
+            rows = check_feedback(user_items, "user_items", allow_empty=True)
+            if rows.shape[1] != n or (ids is not None and rows.shape[0] != len(ids)):
+                raise ValueError(f"user_items must have one row per user id and {n} item columns, got {rows.shape}")
+        if neighbors is not None:
+            nbrs = check_sparse(neighbors, "neighbors", allow_empty=True, nonnegative=False)
+            if nbrs.shape != (rows.shape[0], m):
+                raise ValueError(f"neighbors must have shape {(rows.shape[0], m)}, got {nbrs.shape}")
+        elif self._sides[1] != 0.0:
+            if ids is None:
+                raise ValueError("the user side needs user_ids (their KNN_k(u)) or neighbors")
+            nbrs = self._user[ids]
+        else:
+            nbrs = _empty_rows(rows.shape[0], m)
+        return rows, nbrs
+
+    def neighbors_of(self, ids) -> sp.csr_matrix:
+        """Rows of ``ktrunc(A_user)`` of checked training user ids (empty without a user side)."""
+        return self._user[ids] if self._sides[1] != 0.0 else _empty_rows(len(ids), self.X.shape[0])
 
     def transform(self, user_ids, user_items=None, neighbors=None) -> np.ndarray:
         """Raw features of every item for a batch of users: array ``(B, n_items, n_features)``.
@@ -512,14 +540,22 @@ class FeatureExtractor:
         """
         theta, mean, scale = (np.asarray(a, np.float64) for a in (theta, mean, scale))
         d = self.n_features
-        if theta.shape != (d,) or mean.shape != (d,) or scale.shape != (d,) or np.any(scale <= 0):
-            raise ValueError(f"theta, mean and scale must have shape ({d},), scale > 0")
+        if theta.shape != (d,) or mean.shape != (d,) or scale.shape != (d,):
+            raise ValueError(f"theta, mean and scale must have shape ({d},)")
+        if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
+            raise ValueError("theta, mean and scale must be finite")
+        if np.any(scale <= 0):
+            raise ValueError("scale must be > 0")
+        rows, nbrs = self._batch(user_ids, user_items, neighbors)
+        return self.linear_scores(theta, mean, scale, rows, nbrs)
+
+    def linear_scores(self, theta, mean, scale, rows, nbrs) -> np.ndarray:
+        """:meth:`scores` of checked float64 ``theta``/``mean``/``scale`` and a checked batch."""
         w = theta / scale
         weights = np.zeros((2, _W))
         weights[self._sides[:2] != 0.0] = w.reshape(-1, _W)
         # every item starts missing on every side: z-scored constant plus the indicators' weights
         base = -float(w @ mean) + float(weights[:, _W - 1].sum())
-        rows, nbrs = self._batch(user_ids, user_items, neighbors)
         out = np.empty((rows.shape[0], self.X.shape[1], 1))
         return self._run(0, rows, nbrs, out, weights, base)[:, :, 0]
 
@@ -543,7 +579,7 @@ class FeatureExtractor:
             raise ValueError("statistics need at least one user")
         d = self.n_features
         sums = np.zeros((min(_STAT_CHUNKS, len(ids)), 1, 2 * d + 2))
-        self._run(2, self.X[ids], self.neighbors(ids), sums, n_chunks=sums.shape[0])
+        self._run(2, self.X[ids], self.neighbors_of(ids), sums, n_chunks=sums.shape[0])
         total = sums[:, 0].sum(axis=0)  # fixed chunks, summed in order: independent of the threads
         pairs = float(len(ids)) * float(n)
         mean = total[:d] / pairs
@@ -565,13 +601,11 @@ def _pairs_kernel(state, users, items, out):
         pair_features(state, users[p], items[p], out[p])
 
 
-def _i64(a):
-    return np.ascontiguousarray(a, dtype=np.int64)
-
-
-def _i32(a):
-    return np.ascontiguousarray(a, dtype=np.int32)
-
-
 def _parts(A):
-    return _i64(A.indptr), _i32(A.indices), np.ascontiguousarray(A.data, dtype=np.float64)
+    return A.indptr, A.indices, A.data
+
+
+def _empty_rows(n_rows, n_cols) -> sp.csr_matrix:
+    return sp.csr_matrix(
+        (np.zeros(0), np.zeros(0, INDEX_DTYPE), np.zeros(n_rows + 1, INDEX_DTYPE)), shape=(n_rows, n_cols)
+    )

@@ -45,12 +45,16 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
 
-from .._io import DenseStateIO
-from .._validation import check_num_threads, check_positive_int, check_random_state, numba_threads
-from ..metric_learning.gmml import _check_matrix, check_real, cross_scatter, gmml_components, within_scatter
+from .._io import Persistable
+from .._progress import progress_enabled
+from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
+from ..metric_learning._base import check_dense
+from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
-from ..warp import WarpSampler
+from ..warp import WarpSampler, WarpStats
 
 __all__ = ["LGMML"]
 
@@ -144,7 +148,7 @@ def _anchor_ndcg(Z, labels, offsets, cand, k):
 
 
 # ----------------------------------------------------------------------------- estimator
-class LGMML(DenseStateIO, BaseEstimator):
+class LGMML(Persistable, BaseEstimator):
     """Learning to rank with localized geometric mean metrics (su2017, Algorithm 2).
 
     Parameters
@@ -185,16 +189,24 @@ class LGMML(DenseStateIO, BaseEstimator):
         reproducible, more threads change the order of the lock-free Φ updates.
     random_state : int, Generator or None
         Seed of the query sampling and the WARP sampler.
+    show_progress : bool or None, default=None
+        Progress bar over the local metrics, then the Φ epochs (``None``: on when standard
+        error is a terminal).
 
     Attributes
     ----------
-    metrics_ : ndarray (m, d, d)  local Mahalanobis matrices ``M_r`` (on scaled features)
-    transforms_ : ndarray (m, d, d)  ``T_r`` with ``d_r(x) = ||T_r (x - p_r)||`` (``M_r`` or ``L_r``)
-    anchors_ : ndarray (m, d)     anchor documents ``p_r`` (scaled features)
-    phi_ : ndarray (n_rows, m)    learned Φ (one row, or one per training query)
-    scale_ : ndarray (d,)         feature divisors
-    warp_stats_ : WarpStats or None  counts of the Φ fit (samples, violators, negative draws);
-                                     not saved
+    metrics_ : ndarray (m, d, d)
+        Local Mahalanobis matrices ``M_r`` (on scaled features).
+    transforms_ : ndarray (m, d, d)
+        ``T_r`` with ``d_r(x) = ||T_r (x - p_r)||`` (``M_r`` or ``L_r``).
+    anchors_ : ndarray (m, d)
+        Anchor documents ``p_r`` (scaled features).
+    phi_ : ndarray (n_rows, m)
+        Learned Φ (one row, or one per training query).
+    scale_ : ndarray (d,)
+        Feature divisors.
+    warp_stats_ : WarpStats or None
+        Counts of the Φ fit (samples, violators, negative draws); not saved.
 
     ``save(path)`` / ``LGMML.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
@@ -217,6 +229,7 @@ class LGMML(DenseStateIO, BaseEstimator):
         max_sampled=None,
         num_threads=1,
         random_state=None,
+        show_progress=None,
     ):
         self.n_metrics = n_metrics
         self.queries_per_metric = queries_per_metric
@@ -234,9 +247,11 @@ class LGMML(DenseStateIO, BaseEstimator):
         self.max_sampled = max_sampled
         self.num_threads = num_threads
         self.random_state = random_state
+        self.show_progress = show_progress
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
+        check_random_state(self.random_state)
         check_positive_int(self.n_metrics, "n_metrics")
         check_positive_int(self.queries_per_metric, "queries_per_metric")
         check_positive_int(self.anchor_k, "anchor_k")
@@ -244,9 +259,10 @@ class LGMML(DenseStateIO, BaseEstimator):
         if self.max_sampled is not None:
             check_positive_int(self.max_sampled, "max_sampled")
         for name in ("regularization", "phi_init", "learning_rate", "margin"):
-            check_real(getattr(self, name), name)
-        check_real(self.t, "t", 0.0, 1.0)
+            check_real(getattr(self, name), name, low=0.0)
+        check_real(self.t, "t", low=0.0, high=1.0)
         check_num_threads(self.num_threads)
+        progress_enabled(self.show_progress)
         for name, value, allowed in (
             ("distance", self.distance, _DISTANCES),
             ("feature_scaling", self.feature_scaling, ("l2", None)),
@@ -256,11 +272,9 @@ class LGMML(DenseStateIO, BaseEstimator):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
-    _check_loaded_params = _check_params
-
     @staticmethod
     def _check_data(X, qid, y=None):
-        X = _check_matrix(X, "X")
+        X = check_dense(X, "X")
         qid = np.asarray(qid)
         if qid.shape != (X.shape[0],):
             raise ValueError(f"qid must have shape ({X.shape[0]},), got {qid.shape}")
@@ -297,12 +311,16 @@ class LGMML(DenseStateIO, BaseEstimator):
         if usable.size == 0:
             raise ValueError("no query has both a relevant (label > 0) and an irrelevant (label 0) document")
         groups = [order[offsets[q] : offsets[q + 1]] for q in usable]
-        self._fit_local_metrics(Xs, y, groups, rng, threads)
-        self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads)
+        steps = self.n_metrics + self.n_epochs
+        with tqdm(total=steps, desc="L-GMML", unit="step", disable=not progress_enabled(self.show_progress)) as bar:
+            bar.set_postfix_str("local metrics")
+            self._fit_local_metrics(Xs, y, groups, rng, threads, bar)
+            bar.set_postfix_str("Φ epochs")
+            self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads, bar)
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _fit_local_metrics(self, Xs, y, groups, rng, threads):
+    def _fit_local_metrics(self, Xs, y, groups, rng, threads, bar):
         m, d = self.n_metrics, Xs.shape[1]
         per = min(self.queries_per_metric, len(groups))
         self.metrics_, self.transforms_, self.anchors_ = np.empty((m, d, d)), np.empty((m, d, d)), np.empty((m, d))
@@ -314,6 +332,11 @@ class LGMML(DenseStateIO, BaseEstimator):
                 S += within_scatter(P)
                 D += cross_scatter(P, N)
             scale = (np.trace(S) + np.trace(D)) / (2 * d)
+            if not np.isfinite(scale):
+                raise ValueError(
+                    f"local metric {r}: the scatter matrices overflow (features too large in magnitude); "
+                    "use feature_scaling='l2' or rescale X"
+                )
             if scale == 0.0:  # the relative ridge vanishes too: no regularization can help
                 raise ValueError(
                     f"local metric {r}: the sampled queries' documents all coincide (zero scatter); check the features"
@@ -324,6 +347,7 @@ class LGMML(DenseStateIO, BaseEstimator):
             self.transforms_[r] = self.metrics_[r] if self.distance == "eq12" else L
             with numba_threads(threads):
                 self.anchors_[r] = Xs[self._pick_anchor(Xs, y, picked, self.transforms_[r])]
+            bar.update()
 
     def _pick_anchor(self, Xs, y, picked, T):
         """Row of the relevant document whose distance ranking (under ``T``) of the picked
@@ -334,13 +358,13 @@ class LGMML(DenseStateIO, BaseEstimator):
         score = _anchor_ndcg(Xs[rows] @ T.T, y[rows], offsets, cand, self.anchor_k)
         return rows[cand[score >= score.max() - 1e-9]].min()
 
-    def _fit_phi(self, G, y, groups, rng, threads):
+    def _fit_phi(self, G, y, groups, rng, threads, bar):
         """Φ by WARP through :mod:`recsys_ltr.warp` (see :func:`_warp_phi`)."""
         n_rows = 1 if self.phi_mode == "shared" else len(groups)
         phi = np.full((n_rows, self.n_metrics), float(self.phi_init))
         self.warp_stats_ = None
         if self.n_epochs > 0:
-            self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads)
+            self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads, bar)
         return phi
 
     # ------------------------------------------------------------------ scoring
@@ -351,33 +375,37 @@ class LGMML(DenseStateIO, BaseEstimator):
         order, offsets, _ = query_groups(qid)
         return _candidate_anchor_distances(Xs, order, offsets, self.transforms_, anchors_t)
 
-    _state = {"metrics_": 3, "transforms_": 3, "anchors_": 2, "phi_": 2, "scale_": 1}
+    _state_attributes = ("metrics_", "transforms_", "anchors_", "phi_", "scale_")
 
     def _check_fitted(self):
-        if not hasattr(self, "phi_"):
-            raise RuntimeError("LGMML is not fitted yet: call fit first")
+        check_is_fitted(self, "phi_")
 
-    def _restore(self, path):
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
+        dims = {"metrics_": 3, "transforms_": 3, "anchors_": 2, "phi_": 2, "scale_": 1}
+        for name, ndim in dims.items():
+            if getattr(self, name).ndim != ndim or getattr(self, name).dtype.kind != "f":
+                raise ValueError(f"{name} must be a {ndim}-D float array")
         m, d = self.anchors_.shape
         shapes = (self.metrics_.shape, self.transforms_.shape, self.phi_.shape[1:], self.scale_.shape)
         if shapes != ((m, d, d), (m, d, d), (m,), (d,)) or self.phi_.shape[0] == 0 or m != self.n_metrics:
-            raise ValueError(f"{path}: inconsistent shapes {shapes} for {self.n_metrics} metrics in {d} features")
+            raise ValueError(f"inconsistent shapes {shapes} for {self.n_metrics} metrics in {d} features")
         if np.any(self.phi_ < 0) or np.any(self.scale_ <= 0):
-            raise ValueError(f"{path}: phi_ must be >= 0 and scale_ > 0")
+            raise ValueError("phi_ must be >= 0 and scale_ > 0")
         if self.phi_mode == "shared" and self.phi_.shape[0] != 1:
-            raise ValueError(f"{path}: phi_mode='shared' needs one row of phi_, got {self.phi_.shape[0]}")
+            raise ValueError(f"phi_mode='shared' needs one row of phi_, got {self.phi_.shape[0]}")
         # d_r must be the norm the metric defines: T_r = M_r (Eq. 12) or T_r^T T_r = M_r
         T = self.transforms_
         implied = T if self.distance == "eq12" else np.einsum("rba,rbc->rac", T, T)
         tol = 1e-8 * np.abs(self.metrics_).max(axis=(1, 2), initial=0.0)[:, None, None]
         if not np.all(np.abs(implied - self.metrics_) <= tol):
             relation = "equal metrics_" if self.distance == "eq12" else "satisfy T^T T = metrics_"
-            raise ValueError(f"{path}: transforms_ must {relation} (distance={self.distance!r})")
+            raise ValueError(f"transforms_ must {relation} (distance={self.distance!r})")
         self.n_features_in_ = d
 
     def _scaled(self, X):
         self._check_fitted()
-        X = _check_matrix(X, "X")
+        X = check_dense(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
         return X / self.scale_
@@ -385,7 +413,7 @@ class LGMML(DenseStateIO, BaseEstimator):
     def local_weights(self, X, rho: float = 2.0) -> np.ndarray:
         """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11, ``ρ >= 0``) against the
         training anchors."""
-        rho = check_real(rho, "rho")
+        rho = check_real(rho, "rho", low=0.0)
         Xs = self._scaled(X)
         with numba_threads(self.num_threads):
             return np.exp(-0.5 * rho * self._distances(Xs))
@@ -430,10 +458,11 @@ def _relevance_csr(groups, y, relevant: bool) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(len(groups), y.size))
 
 
-def _warp_phi(phi, G, y, groups, est, rng, threads):
+def _warp_phi(phi, G, y, groups, est, rng, threads, bar):
     """Learn Φ (in place) with the shared WARP sampler: relevant = label > 0, irrelevant = label 0
     of the same query, weight ``L(floor(|D_q^-| / N_q))`` with su2017's L (Eq. 16, unnormalised).
-    Returns the sampler's :class:`~recsys_ltr.warp.WarpStats`."""
+    One sampler call per epoch (the random streams continue, so the draws are those of one call);
+    returns the summed :class:`~recsys_ltr.warp.WarpStats`."""
     relevant = _relevance_csr(groups, y, True)
     sampler = WarpSampler(
         relevant,
@@ -446,6 +475,11 @@ def _warp_phi(phi, G, y, groups, est, rng, threads):
         num_threads=threads,
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
-    return sampler.sgd(
-        (phi, G, row), _phi_score, _phi_update, int(est.n_epochs) * relevant.nnz, float(est.learning_rate)
-    )
+    total = WarpStats(0, 0, 0)
+    for _ in range(int(est.n_epochs)):
+        stats = sampler.sgd(
+            (phi, G, row), _phi_score, _phi_update, relevant.nnz, float(est.learning_rate), rows={1: "item", 2: "query"}
+        )
+        total = WarpStats(*(a + b for a, b in zip(total, stats)))
+        bar.update()
+    return total

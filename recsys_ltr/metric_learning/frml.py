@@ -30,18 +30,27 @@ each query ranks the whole database by increasing learned distance.
 
 from __future__ import annotations
 
-import numbers
 import time
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import randomized_svd
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
-from recsys_ltr._io import DenseStateIO
-from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, check_random_state
+from recsys_ltr._progress import progress_enabled
+from recsys_ltr._topk import rank_dense_rows
+from recsys_ltr._validation import (
+    check_feedback,
+    check_num_threads,
+    check_positive_int,
+    check_random_state,
+    check_real,
+)
+from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
 from recsys_ltr.metrics import retrieval_metrics, squared_distances
 from recsys_ltr.warp import WarpSampler
@@ -49,7 +58,6 @@ from recsys_ltr.warp import WarpSampler
 __all__ = ["FRML", "label_relevance"]
 
 _LOSS_KINDS = ("reciprocal", "pak", "uniform")
-_BLOCK_FLOATS = 2**22  # bound on one dense distance block (32 MiB of float64)
 _SCALE_PAIRS = 2000  # random pairs used to estimate the data scale
 _PARALLEL_BATCH = 32  # smaller minibatches are sampled on one thread (a parallel launch costs more)
 
@@ -100,28 +108,6 @@ def _row_differences(indptr, indices, data, rows_a, rows_b, n_features):
 # ------------------------------------------------------------------------------ validation
 
 
-def _check_data(X, name="X") -> sp.csr_matrix:
-    """``X`` as float64 CSR with sorted indices; finite, 2-D, non-empty."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        X.sum_duplicates()
-    else:
-        arr = np.asarray(X)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D array, got shape {arr.shape}")
-        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or np.iscomplexobj(arr):
-            raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
-        X = sp.csr_matrix(arr.astype(np.float64))
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {X.shape}")
-    if not np.all(np.isfinite(X.data)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    X.sort_indices()
-    X.indices = X.indices.astype(np.int32)
-    X.indptr = X.indptr.astype(np.int64)
-    return X
-
-
 def label_relevance(y_query, y_database=None) -> sp.csr_matrix:
     """Relevance by class: entry ``(i, j)`` is 1 when ``y_query[i] == y_database[j]``.
 
@@ -168,7 +154,7 @@ def _square_pairs(M, n, name) -> sp.csr_matrix:
 # ------------------------------------------------------------------------------ estimator
 
 
-class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
+class FRML(MahalanobisMixin, BaseEstimator):
     """Low-rank Mahalanobis metric learned to rank with β-WSS and Riemannian SGD (Alg. 3.4).
 
     Parameters
@@ -207,6 +193,9 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         Threads of the sampler (0 = all), used when ``batch_size >= 32``: smaller batches are
         cheaper on one thread.  The result never depends on it (each slot of a minibatch has
         its own random stream).
+    show_progress : bool or None
+        Progress bar over the SGD steps, with the last validation MAP when early stopping
+        (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -242,6 +231,7 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         eval_every=500,
         random_state=None,
         num_threads=0,
+        show_progress=None,
     ):
         self.n_components = n_components
         self.loss = loss
@@ -259,19 +249,23 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         self.eval_every = eval_every
         self.random_state = random_state
         self.num_threads = num_threads
+        self.show_progress = show_progress
 
     # -------------------------------------------------------------------------- parameters
-    def _check_params(self, n_features):
+    def _resolve(self, n_features):
+        """Validated ``(n_components, sampler loss arguments)`` for data of ``n_features``."""
+        self._check_params()
         m = min(n_features, 30) if self.n_components is None else self.n_components
-        m = check_positive_int(m, "n_components", maximum=n_features)
-        for name in ("lam", "learning_rate"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-                raise TypeError(f"{name} must be a finite real number, got {value!r}")
-        if self.lam < 0:
-            raise ValueError(f"lam must be >= 0, got {self.lam}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        return check_positive_int(m, "n_components", maximum=n_features), self._loss_args()
+
+    def _check_params(self):
+        if self.n_components is not None:
+            check_positive_int(self.n_components, "n_components")
+        check_real(self.lam, "lam", low=0.0)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
+        check_random_state(self.random_state)
+        check_num_threads(self.num_threads)
+        progress_enabled(self.show_progress)
         check_positive_int(self.batch_size, "batch_size")
         check_positive_int(self.max_iter, "max_iter", minimum=0)
         check_positive_int(self.eval_every, "eval_every")
@@ -279,8 +273,11 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         if not isinstance(self.early_stopping, (bool, np.bool_)):
             raise TypeError(f"early_stopping must be a bool, got {self.early_stopping!r}")
         frac = self.validation_fraction
-        if self.early_stopping and not (isinstance(frac, numbers.Real) and 0 < frac < 1):
-            raise ValueError(f"validation_fraction must lie in (0, 1), got {frac!r}")
+        if self.early_stopping:
+            check_real(frac, "validation_fraction", low=0.0, high=1.0, low_open=True, high_open=True)
+        self._loss_args()
+
+    def _loss_args(self) -> dict:
         if isinstance(self.loss, str):
             if self.loss not in _LOSS_KINDS:
                 raise ValueError(f"loss must be one of {_LOSS_KINDS} or an estimator array, got {self.loss!r}")
@@ -289,7 +286,7 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
                 raise ValueError(f"k is only used with loss='pak', got k={self.k!r}")
         else:
             loss_args = {"estimator": np.asarray(self.loss, dtype=np.float64)}
-        return m, loss_args
+        return loss_args
 
     # -------------------------------------------------------------------------- fitting
     def fit(self, X, y=None, *, relevance=None, irrelevant=None, adjacency=None):
@@ -314,9 +311,10 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         self
         """
         start = time.perf_counter()
-        X = _check_data(X)
+        X = sp.csr_matrix(self._validate(X, reset=True, min_samples=2))
+        X.sort_indices()
         n, d = X.shape
-        m, loss_args = self._check_params(d)
+        m, loss_args = self._resolve(d)
         R, Q = self._supervision(n, y, relevance, irrelevant, adjacency)
         rng = check_random_state(self.random_state)
         train, val = self._split(n, rng)
@@ -398,64 +396,49 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         best, best_iter, stale = -np.inf, 0, 0
         self.validation_scores_, self.n_draws_ = [], 0
         best_L = L
-        for it in range(1, self.max_iter + 1):
-            batch = sampler.minibatch((indptr, indices, data, L), _neg_sq_distance, b, require_violation=False)
-            self.n_draws_ += int(batch.draws.sum())
-            L = _step(L, batch, Xs, eta, lam)
-            if validation is not None and it % self.eval_every == 0:
-                Xv, Rv = validation
-                score = retrieval_metrics(Xv @ L, Xs @ L, Rv, ks=(1,))["MAP"]
-                self.validation_scores_.append(score)
-                if score > best:
-                    best, best_iter, best_L, stale = score, it, L, 0
-                else:
-                    stale += 1
-                    if stale >= self.n_iter_no_change:
-                        break
+        show = progress_enabled(self.show_progress)
+        with tqdm(total=self.max_iter, desc="FRML", unit="step", disable=not show) as bar:
+            for it in range(1, self.max_iter + 1):
+                batch = sampler.minibatch(
+                    (indptr, indices, data, L), _neg_sq_distance, b, require_violation=False, rows={0: "query"}
+                )
+                self.n_draws_ += int(batch.draws.sum())
+                L = _step(L, batch, Xs, eta, lam)
+                bar.update()
+                if validation is not None and it % self.eval_every == 0:
+                    Xv, Rv = validation
+                    score = retrieval_metrics(Xv @ L, Xs @ L, Rv, ks=(1,))["MAP"]
+                    self.validation_scores_.append(score)
+                    bar.set_postfix(validation_MAP=f"{score:.4f}")
+                    if score > best:
+                        best, best_iter, best_L, stale = score, it, L, 0
+                    else:
+                        stale += 1
+                        if stale >= self.n_iter_no_change:
+                            break
         if not self.validation_scores_:
             return L, self.max_iter
         return best_L, best_iter
 
     # -------------------------------------------------------------------------- metric-learn API
-    _state = {"components_": 2, "embedding_": 2}
-    _optional_state = {"train_labels_": 1}
+    _state_attributes = ("components_", "embedding_", "train_labels_")
+    _accepts_sparse = True  # tag counts and other sparse content stay sparse
+
+    def _required_state(self):
+        return ("components_", "embedding_")
 
     def _check_fitted(self):
-        if not hasattr(self, "components_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        check_is_fitted(self)
 
-    def _check_loaded_params(self):
-        self._check_params(self.components_.shape[1])
-
-    def _restore(self, path):
-        m, d = self.components_.shape
-        if self.embedding_.shape[1] != m or m == 0 or d == 0:
-            raise ValueError(f"{path}: embedding_ {self.embedding_.shape} does not fit components_ {(m, d)}")
-        if self.train_labels_ is not None and self.train_labels_.shape[0] != self.embedding_.shape[0]:
-            raise ValueError(f"{path}: {self.train_labels_.shape[0]} labels for {self.embedding_.shape[0]} points")
-        self.n_features_in_ = d
-
-    def transform(self, X) -> np.ndarray:
-        """Embed ``X`` so that Euclidean distances are learned distances: ``X @ components_ᵀ``."""
-        self._check_fitted()
-        X = _check_data(X)
-        if X.shape[1] != self.components_.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features, the metric was fitted on {self.components_.shape[1]}")
-        return np.asarray(X @ self.components_.T)
-
-    def get_mahalanobis_matrix(self) -> np.ndarray:
-        """The ``d x d`` matrix ``W = components_ᵀ components_`` (forms a dense ``d x d`` array)."""
-        self._check_fitted()
-        return self.components_.T @ self.components_
-
-    def pair_distance(self, pairs) -> np.ndarray:
-        """Learned distance ``sqrt((x - x')ᵀ W (x - x'))`` of each pair, ``pairs`` of shape (n, 2, d)."""
-        self._check_fitted()
-        pairs = np.asarray(pairs, dtype=np.float64)
-        if pairs.ndim != 3 or pairs.shape[1] != 2:
-            raise ValueError(f"pairs must have shape (n_pairs, 2, n_features), got {pairs.shape}")
-        diff = self.transform(pairs[:, 0]) - self.transform(pairs[:, 1])
-        return np.sqrt((diff * diff).sum(axis=1))
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
+        self._resolve(self.components_.shape[1])
+        m = self.components_.shape[0]
+        if self.embedding_.ndim != 2 or self.embedding_.shape[1] != m:
+            raise ValueError(f"embedding_ {self.embedding_.shape} does not fit components_ {self.components_.shape}")
+        labels = self.train_labels_
+        if labels is not None and (labels.ndim != 1 or labels.shape[0] != self.embedding_.shape[0]):
+            raise ValueError(f"train_labels_ must hold one label per training point ({self.embedding_.shape[0]})")
 
     def kneighbors(self, X=None, n_neighbors=5, return_distance=True):
         """The ``n_neighbors`` nearest training points of each query under the learned metric.
@@ -470,19 +453,11 @@ class FRML(DenseStateIO, TransformerMixin, BaseEstimator):
         n_neighbors = check_positive_int(n_neighbors, "n_neighbors", maximum=n_db - int(self_query))
         Zq = self.embedding_ if self_query else self.transform(X)
         norms = (self.embedding_**2).sum(axis=1)
-        dist = np.empty((Zq.shape[0], n_neighbors))
-        ind = np.empty((Zq.shape[0], n_neighbors), dtype=np.int64)
-        step = max(1, _BLOCK_FLOATS // n_db)
-        for s in range(0, Zq.shape[0], step):
-            D = squared_distances(Zq[s : s + step], self.embedding_, norms)
-            if self_query:
-                D[np.arange(D.shape[0]), np.arange(s, s + D.shape[0])] = np.inf
-            part = np.argpartition(D, n_neighbors - 1, axis=1)[:, :n_neighbors]
-            part_d = np.take_along_axis(D, part, axis=1)
-            order = np.lexsort((part, part_d), axis=1)
-            ind[s : s + step] = np.take_along_axis(part, order, axis=1)
-            dist[s : s + step] = np.sqrt(np.take_along_axis(part_d, order, axis=1))
-        return (dist, ind) if return_distance else ind
+        ind, neg_sq = rank_dense_rows(
+            lambda rows: -squared_distances(Zq[rows], self.embedding_, norms), np.arange(Zq.shape[0]), n_neighbors,
+            n_db, exclude_self=self_query, drop_zero=False,
+        )  # fmt: skip
+        return (np.sqrt(-neg_sq), ind) if return_distance else ind
 
     def score(self, X, y=None, *, relevance=None) -> float:
         """MAP of the queries ``X`` against the training points (the database of ``fit``).

@@ -21,19 +21,20 @@ definite by construction; eigenvalues are floored at ``1e-14`` times the largest
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
-from .._io import DenseStateIO
-from .._validation import check_positive_int, check_random_state
+from .._progress import progress_enabled
+from .._validation import check_positive_int, check_random_state, check_real
+from ._base import MahalanobisMixin, check_dense
 
 __all__ = [
     "GMML",
     "SingularScatterWarning",
-    "check_real",
     "cross_scatter",
     "gmml_components",
     "within_scatter",
@@ -44,15 +45,6 @@ _EIG_FLOOR = 1e-14
 
 class SingularScatterWarning(RuntimeWarning):
     """A scatter matrix had to be made definite by clamping eigenvalues (no ridge to do it)."""
-
-
-def check_real(value, name: str, low: float = 0.0, high: float = np.inf) -> float:
-    """``value`` as a float in ``[low, high]``; bools and non-finite numbers are refused."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    if not np.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
-    return float(value)
 
 
 def within_scatter(P: np.ndarray) -> np.ndarray:
@@ -123,7 +115,7 @@ def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
     return (e ** (0.5 * p))[:, None] * (U.T @ outer)
 
 
-class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
+class GMML(MahalanobisMixin, BaseEstimator):
     """Geometric Mean Metric Learning, a Mahalanobis metric in closed form (su2017 Algorithm 1).
 
     Parameters
@@ -140,6 +132,11 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
         (``None``: ``20 * n_classes**2``, metric-learn's habit).
     random_state : int, Generator or None
         Seed of the pair sampling in :meth:`fit`.
+    num_threads : int
+        BLAS threads of the scatter products and eigendecompositions (0 = the library's default).
+    show_progress : bool or None
+        Progress bar over the two stages (scatter matrices, geometric mean), which take seconds
+        for thousands of features (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -149,29 +146,34 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
         The symmetric positive definite Mahalanobis matrix ``M``.
     """
 
-    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None):
+    def __init__(
+        self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0, show_progress=None
+    ):
         self.regularization = regularization
         self.t = t
         self.num_constraints = num_constraints
         self.random_state = random_state
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    _state_attributes = ("components_",)
 
     def _check_params(self):
-        check_real(self.regularization, "regularization")
-        check_real(self.t, "t", 0.0, 1.0)
+        check_real(self.regularization, "regularization", low=0.0)
+        check_real(self.t, "t", low=0.0, high=1.0)
         if self.num_constraints is not None:
             check_positive_int(self.num_constraints, "num_constraints")
-
-    _check_loaded_params = _check_params
+        check_random_state(self.random_state)
+        check_positive_int(self.num_threads, "num_threads", minimum=0)
+        progress_enabled(self.show_progress)
 
     def fit(self, X, y):
         """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""
-        X = _check_matrix(X, "X")
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        self._check_params()
+        X, y = self._validate(X, y, reset=True, min_samples=2)
         _, cls, counts = np.unique(y, return_inverse=True, return_counts=True)
         if counts.size < 2:
-            raise ValueError("y needs at least two classes to form dissimilar pairs")
+            raise ValueError("y has 1 class: dissimilar pairs need two classes")
         if counts.max() < 2:
             raise ValueError("no class has two samples: cannot form similar pairs")
         n = self.num_constraints
@@ -185,8 +187,8 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
     def fit_pairs(self, pairs_a, pairs_b, similar):
         """Fit on explicit pairs: rows ``pairs_a[i], pairs_b[i]`` are similar iff ``similar[i]``."""
         self._check_params()
-        A = _check_matrix(pairs_a, "pairs_a")
-        B = _check_matrix(pairs_b, "pairs_b")
+        A = check_dense(pairs_a, "pairs_a")
+        B = check_dense(pairs_b, "pairs_b")
         similar = np.asarray(similar)
         if A.shape != B.shape:
             raise ValueError(f"shape mismatch: pairs_a {A.shape} but pairs_b {B.shape}")
@@ -196,53 +198,35 @@ class GMML(DenseStateIO, BaseEstimator, TransformerMixin):
             raise ValueError("need at least one similar and one dissimilar pair")
         diff = A - B
         ds, dd = diff[similar], diff[~similar]
-        reg = self.regularization * np.eye(A.shape[1])
-        self.components_ = gmml_components(ds.T @ ds + reg, dd.T @ dd + reg, float(self.t))
-        self.metric_ = self.components_.T @ self.components_
+        show = progress_enabled(self.show_progress)
+        with (
+            threadpool_limits(self.num_threads or None, user_api="blas"),
+            tqdm(total=2, desc="GMML", unit="stage", disable=not show) as bar,
+        ):
+            bar.set_postfix_str("scatter matrices")
+            S, D = ds.T @ ds, dd.T @ dd
+            if not (np.all(np.isfinite(S)) and np.all(np.isfinite(D))):
+                raise ValueError(
+                    "the scatter matrices overflow: the data are too large in magnitude "
+                    f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
+                )
+            bar.update()
+            bar.set_postfix_str("geometric mean")
+            reg = self.regularization * np.eye(A.shape[1])
+            self.components_ = gmml_components(S + reg, D + reg, float(self.t))
+            bar.update()
         self.n_features_in_ = A.shape[1]
         return self
 
-    def get_mahalanobis_matrix(self) -> np.ndarray:
-        """Return a copy of the learned ``M`` (symmetric positive definite)."""
-        self._check_fitted()
-        return self.metric_.copy()
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
 
-    def transform(self, X) -> np.ndarray:
-        """Map rows to the learned space, ``x -> L x``: Euclidean there = Mahalanobis here."""
-        self._check_fitted()
-        X = _check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the metric was fitted on {self.n_features_in_}")
-        return X @ self.components_.T
-
-    def pair_distance(self, pairs_a, pairs_b) -> np.ndarray:
-        """Squared Mahalanobis distances ``(a - b)^T M (a - b)`` of row pairs (Eq. 1)."""
-        return np.sum((self.transform(pairs_a) - self.transform(pairs_b)) ** 2, axis=1)
-
-    _state = {"components_": 2}
-
-    def _check_fitted(self):
-        if not hasattr(self, "components_"):
-            raise RuntimeError("GMML is not fitted yet: call fit or fit_pairs first")
-
-    def _restore(self, path):
-        L = self.components_
-        if L.shape[0] != L.shape[1] or L.shape[0] == 0:
-            raise ValueError(f"{path}: components_ must be square, got {L.shape}")
-        self.metric_ = L.T @ L
-        self.n_features_in_ = L.shape[1]
-
-
-def _check_matrix(X, name: str) -> np.ndarray:
-    X = np.asarray(X)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} must be a non-empty 2-D array, got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number):
-        raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
-    X = X.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return X
+    @property
+    def metric_(self) -> np.ndarray:
+        """The symmetric positive definite Mahalanobis matrix ``M`` (= :meth:`get_mahalanobis_matrix`)."""
+        return self.get_mahalanobis_matrix()
 
 
 def _sample_pairs(cls, counts, n, rng):

@@ -1,18 +1,26 @@
-"""Common base of the recommenders: scoring, top-N recommendation and persistence.
+"""Common base of the recommenders: scoring, top-N recommendation, similar items/users, files.
 
-Every model is a scikit-learn estimator (``__init__`` stores parameters, ``fit(X)`` learns the
-attributes ending in ``_`` and returns ``self``) with implicit's recommender habits:
+Every model is a scikit-learn estimator (``__init__`` stores parameters; ``fit(X, y=None)`` learns
+the attributes ending in ``_`` and returns ``self``; unfitted use raises
+``sklearn.exceptions.NotFittedError``) with implicit's recommender habits:
 
-* ``score(user_ids)`` -- dense ``(len(user_ids), n_items)`` block of scores of training users,
-  the interface of ``recsys_ltr.metrics.evaluate``;
-* ``recommend(userid, user_items=None, N=10, ...)`` -- ``(ids, scores)`` of the top ``N`` items,
-  1-D for one user and 2-D for an array of users, ranked by score, then by training popularity,
-  then by smaller item id (the evaluator's tie rule; a user without history therefore gets the
-  popularity order);
-* ``similar_items(itemid, N=10)`` -- ``(ids, scores)`` shaped like ``recommend``'s (the item
-  itself excluded, unlike implicit: see :meth:`Recommender.similar_items`);
-* ``save(path)`` / ``load(path)`` -- one ``.npz`` holding the arrays and a JSON header, read with
-  ``allow_pickle=False``.
+* ``score(user_ids)`` -- dense ``(len(user_ids), n_items)`` block of scores of training users (the
+  ranking scores of every item, as in Cornac; not scikit-learn's goodness-of-fit ``score``), the
+  interface of :func:`recsys_ltr.metrics.evaluate`;
+* ``recommend(userid, user_items=None, N=10, filter_already_liked_items=True, filter_items=None,
+  recalculate_user=False, items=None)`` -- ``(ids, scores)`` of the top ``N`` items, 1-D for one
+  user and 2-D for an array of users, ranked by score, then by training popularity, then by
+  smaller item id (the evaluator's tie rule: a user without history gets the popularity order);
+* ``similar_items(itemid, N=10, recalculate_item=False, item_users=None, filter_items=None,
+  items=None)`` and ``similar_users(userid, N=10, filter_users=None, users=None)`` -- shaped like
+  ``recommend``'s answers (the item or user itself excluded, unlike implicit: see
+  :meth:`Recommender.similar_items`);
+* ``save(path)`` / ``load(path)`` -- one ``.npz`` holding the arrays and a JSON header
+  (:mod:`recsys_ltr._io`), read with ``allow_pickle=False``.
+
+A fitted model answers from its fitted state and the parameters it was fitted with
+(``params_``): ``set_params`` after ``fit`` changes nothing until the next ``fit``, and
+``save``/``load`` round-trips the answers exactly.
 """
 
 from __future__ import annotations
@@ -21,20 +29,18 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
+from sklearn.utils.validation import check_is_fitted
 
-from .._io import npz_path, read_npz, write_npz
-from .._validation import check_feedback, check_ids, check_positive_int, numba_threads
-from ..neighbors.affinity import Affinity
-from ..neighbors.knn import better, heap_offer, heap_sort_best_first
+from .. import _topk
+from .._io import Persistable
+from .._progress import progress_enabled
+from .._topk import top_k_dense
+from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_positive_int, numba_threads
 
-__all__ = ["FORMAT_VERSION", "Recommender", "rank_dense_rows", "rank_rows", "sparse_dense_product"]
+_ID_MAX = np.iinfo(np.int64).max
 
-#: Version of the file layout written by :meth:`Recommender.save`.
-FORMAT_VERSION = 1
-_FORMAT = "recsys_ltr.model"
-
-_BLOCK_FLOATS = 2**22  # bound on one dense score block in recommend (32 MiB of float64)
-_REGISTRY: dict[str, type] = {}
+__all__ = ["Recommender", "cosine_rows", "sparse_dense_product"]
 
 
 @njit(parallel=True, cache=True)
@@ -48,90 +54,104 @@ def _spmm_dense(r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, out):
 
 
 def sparse_dense_product(R, B) -> np.ndarray:
-    """Dense ``R @ B`` for CSR ``R`` (a block of users) and CSR ``B``, in parallel over rows."""
-    if R.shape[1] != B.shape[0]:
-        raise ValueError(f"shape mismatch: {R.shape} @ {B.shape}")
+    """Dense ``R @ B`` for canonical CSR ``R`` (a block of users) and CSR ``B``, parallel over rows."""
     out = np.zeros((R.shape[0], B.shape[1]))
-    _spmm_dense(
-        R.indptr,
-        R.indices,
-        R.data.astype(np.float64, copy=False),
-        B.indptr,
-        B.indices,
-        B.data.astype(np.float64, copy=False),
-        out,
-    )
+    _spmm_dense(R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, out)
     return out
 
 
-@njit(parallel=True, cache=True)
-def _top_n(scores, popularity, liked_indptr, liked_indices, excluded, out_ids, out_scores):
-    n_out = out_ids.shape[1]
-    for r in prange(scores.shape[0]):
-        skip = excluded.copy()
-        for p in range(liked_indptr[r], liked_indptr[r + 1]):
-            skip[liked_indices[p]] = True
-        row = scores[r]
-        heap = np.empty(n_out, np.int64)
-        size = 0
-        for i in range(row.shape[0]):
-            if skip[i] or (size == n_out and not better(i, heap[0], row, popularity)):
-                continue
-            size = heap_offer(heap, size, i, row, popularity)
-        heap_sort_best_first(heap, size, row, popularity)
-        for t in range(size):
-            out_ids[r, t] = heap[t]
-            out_scores[r, t] = row[heap[t]]
-        for t in range(size, n_out):
-            out_ids[r, t] = -1
-            out_scores[r, t] = -np.inf
+def cosine_rows(M, ids, weights=None) -> np.ndarray:
+    """Dense cosines of rows ``ids`` of the binary CSR ``M`` with every row of ``M``
+    (``sum_f M_af M_bf w_f / (||a|| ||b||)``, the similarity of :mod:`recsys_ltr.neighbors.knn`)."""
+    Mw = M if weights is None else M @ sp.diags(weights)
+    G = (Mw[ids] @ M.T).toarray()
+    inv = 1.0 / np.sqrt(np.maximum(np.diff(M.indptr), 1))
+    return G * inv[ids][:, None] * inv[None, :]
 
 
-class Recommender(BaseEstimator):
+class Recommender(Persistable, BaseEstimator):
     """Base class: subclasses implement ``_fit(X)`` and ``_score_rows(rows, ids, recalculate)``.
 
-    Fitted attributes common to all models: ``user_items_`` (the training matrix, CSR) and
-    ``item_popularity_`` (training interaction count per item, the tie-breaker).
+    ``show_progress`` of every model: ``True``/``False``, or ``None`` (the default) for a progress
+    bar only when standard error is a terminal, as in implicit (logs and CI stay quiet).
+
+    Fitted attributes common to all models: ``user_items_`` (the training matrix, CSR),
+    ``item_popularity_`` (training interaction count per item, the tie-breaker) and ``params_``
+    (the parameters of the fit).
 
     Class attribute ``item_based``: ``True`` when scores depend only on the user's row of
     interactions, so ``recommend`` scores a new or updated user from ``user_items`` without
     refitting.  User-based models do so only with ``recalculate_user=True``.
     """
 
+    # score(user_ids) takes ids, not metadata to route: no set_score_request (scikit-learn would
+    # otherwise generate one, with its metadata-routing docstring, on every model)
+    __metadata_request__score = {"user_ids": metadata_routing.UNUSED}
+
     item_based = True
     #: kind of the fitted affinities (checked on load; ``None``: any)
     _affinity_kind: str | None = None
-    #: names of fitted attributes saved by :meth:`save` besides ``user_items_``
-    _state_attributes: tuple[str, ...] = ()
+    #: fitted attributes saved by :meth:`save` besides ``user_items_``
+    _model_state: tuple[str, ...] = ()
+    #: ``similar_items`` leaves out items of similarity 0 (no evidence)
+    _similar_drop_zero = True
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+    @property
+    def _state_attributes(self):
+        return ("user_items_", *self._model_state)
 
     # ------------------------------------------------------------------ fitting and scoring
-    def fit(self, X):
-        """Fit on the users x items feedback matrix ``X`` (any positive entry = interaction)."""
+    def fit(self, X, y=None, **fit_params):
+        """Fit on the users x items feedback matrix ``X`` (any positive entry = interaction).
+
+        ``y`` is ignored (scikit-learn's signature); ``fit_params`` are the model's keyword-only
+        extra inputs (e.g. FEBR's ``validation``).  Returns ``self``.
+        """
         X = check_feedback(X)
-        self._validate_params(X)
+        self.__dict__.pop("params_", None)
+        self._check_params()
+        self._check_data_params(X)
+        fit_params = self._check_fit_params(X, **fit_params)
         self.user_items_ = X
-        self._fit(X)
+        self._fit(X, **fit_params)
+        self.params_ = self.get_params(deep=False)
         self._prepare()
         return self
 
-    def _validate_params(self, X):
-        check_positive_int(self.num_threads, "num_threads", minimum=0)
-        if not isinstance(self.show_progress, (bool, np.bool_)):
-            raise TypeError(f"show_progress must be a bool, got {self.show_progress!r}")
+    def _param(self, name):
+        """A parameter as fitted (``params_``), or as set while fitting."""
+        params = self.__dict__.get("params_")
+        return getattr(self, name) if params is None else params[name]
 
-    def _fit(self, X):
+    def _check_params(self):
+        check_positive_int(self.num_threads, "num_threads", minimum=0)
+        progress_enabled(self.show_progress)
+
+    def _progress(self) -> bool:
+        """Whether this fit shows progress bars: ``show_progress``, ``None`` meaning on when
+        standard error is a terminal (:func:`recsys_ltr._progress.progress_enabled`)."""
+        return progress_enabled(self.show_progress)
+
+    def _check_data_params(self, X):
+        """Checks of the parameters against the data (e.g. ``k`` below the catalogue size)."""
+
+    def _check_fit_params(self, X, **fit_params) -> dict:
+        """Validate the extra inputs of ``fit`` (none by default)."""
+        if fit_params:
+            raise TypeError(f"{type(self).__name__}.fit got unexpected keyword argument(s) {sorted(fit_params)}")
+        return fit_params
+
+    def _fit(self, X, **fit_params):
         raise NotImplementedError
 
     def _prepare(self):
         """Derive the non-saved attributes after ``fit`` or ``load``."""
-        self.item_popularity_ = np.diff(self.user_items_.tocsc().indptr).astype(np.float64)
+        self.item_popularity_ = np.bincount(self.user_items_.indices, minlength=self.user_items_.shape[1]).astype(
+            np.float64
+        )
 
     def _score_rows(self, rows, ids, recalculate):
-        """Dense scores for the user rows ``rows`` (CSR) standing for users ``ids``."""
+        """Dense scores for the canonical user rows ``rows`` standing for users ``ids``."""
         raise NotImplementedError
 
     @property
@@ -145,21 +165,32 @@ class Recommender(BaseEstimator):
         return self.user_items_.shape[1]
 
     def _check_fitted(self):
-        if not hasattr(self, "user_items_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit(X) first")
+        check_is_fitted(self, "user_items_")
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "user_items_")
 
     def score(self, user_ids) -> np.ndarray:
-        """Dense ``(len(user_ids), n_items)`` scores of training users (higher is better).
+        """Dense ``(len(user_ids), n_items)`` ranking scores of training users (higher is better).
 
-        The caller bounds memory by passing batches of users.
+        Not scikit-learn's goodness-of-fit ``score``: this is the scores of every item for each
+        user, the input of :func:`recsys_ltr.metrics.evaluate`.  Pass bounded batches of users.
         """
+        self._check_fitted()
         ids = check_ids(user_ids, self.n_users_, "user_ids")
         with numba_threads(self.num_threads):
             return self._score_rows(self.user_items_[ids], ids, False)
 
     # ------------------------------------------------------------------ recommendation
     def recommend(
-        self, userid, user_items=None, N=10, filter_already_liked_items=True, filter_items=None, recalculate_user=False
+        self,
+        userid,
+        user_items=None,
+        N=10,
+        filter_already_liked_items=True,
+        filter_items=None,
+        recalculate_user=False,
+        items=None,
     ):
         """Top-``N`` items for one user or an array of users.
 
@@ -168,7 +199,7 @@ class Recommender(BaseEstimator):
         userid : int or array of int
             Training user id(s).  With ``user_items`` and an item-based model (or
             ``recalculate_user=True``) they may be new ids ``>= n_users``.
-        user_items : scipy.sparse matrix, shape (len(userid), n_items), optional
+        user_items : sparse matrix or 2-D array, shape (len(userid), n_items), optional
             The users' interactions, one row per id (default: their training rows).  Used to
             filter liked items and, for item-based models or with ``recalculate_user``, to
             score (no refit needed); user-based models otherwise score the training rows.
@@ -180,12 +211,14 @@ class Recommender(BaseEstimator):
             Items excluded for every user.
         recalculate_user : bool
             Rebuild the user's state from ``user_items`` (user-based models: their neighbours).
+        items : array of int, optional
+            Rank only these items (implicit's ``items``); cannot be combined with ``filter_items``.
 
         Returns
         -------
         (ids, scores) : ndarrays
             Shape ``(N',)`` for a scalar ``userid`` (``N' <= N`` when fewer items remain) and
-            ``(len(userid), min(N, n_items))`` for an array, padded with id ``-1`` and score
+            ``(len(userid), min(N, n_candidates))`` for an array, padded with id ``-1`` and score
             ``-inf`` where a user has fewer candidates.
         """
         self._check_fitted()
@@ -194,61 +227,73 @@ class Recommender(BaseEstimator):
         rows, ids = self._user_rows(userid, user_items, recalculate_user)
         # without recalculation a user-based model scores from the stored training rows
         scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
-        excluded = np.zeros(self.n_items_, bool)
-        if filter_items is not None:
-            excluded[check_ids(filter_items, self.n_items_, "filter_items")] = True
-        liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape)
-        n_out = min(N, self.n_items_)
+        excluded = self._excluded(filter_items, items, self.n_items_, "items")
+        liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape, dtype=np.float64)
+        n_out = min(N, self.n_items_ if items is None else int(np.count_nonzero(~excluded)))
         out_ids = np.empty((len(ids), n_out), np.int64)
         out_scores = np.empty((len(ids), n_out))
-        step = max(1, _BLOCK_FLOATS // self.n_items_)
+        step = max(1, _topk.BLOCK_FLOATS // self.n_items_)
         with numba_threads(self.num_threads):
             for lo in range(0, len(ids), step):
                 block = slice(lo, lo + step)
-                scores = self._score_rows(scored[block], ids[block], recalculate_user)
+                scores = np.ascontiguousarray(
+                    self._score_rows(scored[block], ids[block], recalculate_user), dtype=np.float64
+                )
                 part = liked[block]
-                _top_n(
+                top_k_dense(
                     scores,
                     self.item_popularity_,
-                    part.indptr.astype(np.int64),
-                    part.indices.astype(np.int64),
+                    part.indptr.astype(INDEX_DTYPE, copy=False),
+                    part.indices.astype(INDEX_DTYPE, copy=False),
                     excluded,
+                    False,
+                    False,
                     out_ids[block],
                     out_scores[block],
                 )
-        if scalar:
-            valid = out_ids[0] >= 0
-            return out_ids[0][valid], out_scores[0][valid]
-        return out_ids, out_scores
+        return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
+
+    @staticmethod
+    def _excluded(filter_ids, only_ids, n, what) -> np.ndarray:
+        """Mask of the columns left out by ``filter_<what>`` or outside ``<what>`` (implicit's rule:
+        at most one of the two)."""
+        if filter_ids is not None and only_ids is not None:
+            raise ValueError(f"give filter_{what} or {what}, not both")
+        if only_ids is not None:
+            excluded = np.ones(n, bool)
+            excluded[check_ids(only_ids, n, what)] = False
+            return excluded
+        excluded = np.zeros(n, bool)
+        if filter_ids is not None:
+            excluded[check_ids(filter_ids, n, f"filter_{what}")] = True
+        return excluded
 
     def _user_rows(self, userid, user_items, recalculate):
-        arr = np.asarray(userid)
         if user_items is None:
             if recalculate:
                 raise ValueError("recalculate_user=True needs the users' rows in user_items")
             ids = check_ids(userid, self.n_users_, "userid")
             return self.user_items_[ids], ids
         if self.item_based or recalculate:  # new users allowed: any id >= 0
-            if np.any(arr < 0):
-                raise ValueError(f"userid must be >= 0 (ids >= n_users are new users): {arr[arr < 0][:5].tolist()}")
-            ids = check_ids(arr, np.iinfo(np.int64).max, "userid")
+            ids = check_new_ids(userid, "userid", "n_users")
         else:
-            ids = check_ids(arr, self.n_users_, "userid")
-        if not sp.issparse(user_items):
-            raise TypeError(f"user_items must be a scipy sparse matrix, got {type(user_items).__name__}")
-        if user_items.shape != (len(ids), self.n_items_):
+            ids = check_ids(userid, self.n_users_, "userid")
+        rows = check_feedback(user_items, "user_items", allow_empty=True)
+        if rows.shape != (len(ids), self.n_items_):
             raise ValueError(
                 f"user_items must have one row per userid and {self.n_items_} item columns: "
-                f"expected shape {(len(ids), self.n_items_)}, got {user_items.shape}"
+                f"expected shape {(len(ids), self.n_items_)}, got {rows.shape}"
             )
-        return check_feedback(user_items, "user_items", allow_empty=True), ids
+        return rows, ids
 
-    def similar_items(self, itemid, N=10):
+    # ------------------------------------------------------------------ similar items and users
+    def similar_items(self, itemid, N=10, recalculate_item=False, item_users=None, filter_items=None, items=None):
         """``(ids, scores)`` of the ``N`` items most similar to ``itemid``, most similar first.
 
-        The similarity is the model's item affinity (ItemKNN, KUNN, SLIM: the stored ``KNN``
-        rows), ties by smaller id; items with similarity 0 are left out.  User-based models
-        compute the item's cosine (KUNN: Eq. 4.5) neighbours on demand and
+        The similarity is the model's item affinity (ItemKNN, KUNN, SLIM, RP3beta: the stored
+        ``KNN`` rows; EASE: the weights ``B``; factor models: the cosine of the item factors;
+        user-based models: the cosine of the items' user columns, KUNN's Eq. 4.5 weighting),
+        ties by smaller id; items with similarity 0 are left out.
         :class:`~recsys_ltr.models.Popularity` returns the popularity order.
 
         Unlike implicit, whose ``similar_items`` lists the item itself first (its self-similarity
@@ -256,164 +301,145 @@ class Recommender(BaseEstimator):
         for SLIM (``W_ii = 0``) nor maximal for KUNN.  implicit's ``similar_items(i, N + 1)``
         with its first entry dropped corresponds to ``similar_items(i, N)``.
 
+        Parameters
+        ----------
+        itemid : int or array of int
+            Item id(s); with ``recalculate_item`` they may be new ids ``>= n_items``.
+        N : int
+        recalculate_item : bool
+            Compute the items' similarities from ``item_users`` (their users, one row per id)
+            instead of the fitted state (models with an item side built from users: item and
+            user cosine / KUNN neighbourhoods, ALS).
+        item_users : sparse matrix or 2-D array, shape (len(itemid), n_users), optional
+        filter_items, items : array of int, optional
+            As in :meth:`recommend`.
+
         Returns
         -------
         (ids, scores) : ndarrays
-            Shapes as in :meth:`recommend`: ``(N',)`` for a scalar ``itemid`` (``N' <= N`` when
-            fewer items qualify) and ``(len(itemid), min(N, n_items - 1))`` for an array,
-            padded with id ``-1`` and score ``-inf``.
+            ``(N',)`` for a scalar ``itemid`` and ``(len(itemid), min(N, n_items - 1))`` for an
+            array, padded with id ``-1`` and score ``-inf``.
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
-        scalar = np.ndim(itemid) == 0
-        items = check_ids(itemid, self.n_items_, "itemid")
-        n_out = min(N, max(1, self.n_items_ - 1))
+        excluded = self._excluded(filter_items, items, self.n_items_, "items")
+        if recalculate_item:
+            if item_users is None:
+                raise ValueError("recalculate_item=True needs the items' users in item_users")
+            ids = check_new_ids(itemid, "itemid", "n_items")
+            cols = check_feedback(item_users, "item_users", allow_empty=True)
+            if cols.shape != (len(ids), self.n_users_):
+                raise ValueError(f"item_users must have shape {(len(ids), self.n_users_)}, got {cols.shape}")
+            rows_of = lambda chunk: self._recalculated_item_rows(cols[chunk])  # noqa: E731
+            positions = np.arange(len(ids))
+        else:
+            if item_users is not None:
+                raise ValueError("item_users is used only with recalculate_item=True")
+            ids = check_ids(itemid, self.n_items_, "itemid")
+            rows_of, positions = self._item_similarity_rows, ids
+        return self._rank_similar(rows_of, positions, ids, N, excluded, self.n_items_, np.ndim(itemid) == 0)
+
+    def similar_users(self, userid, N=10, filter_users=None, users=None):
+        """``(ids, scores)`` of the ``N`` training users most similar to ``userid`` (the user left
+        out), shaped like :meth:`similar_items`: the model's user affinity (user-based
+        neighbourhoods), the cosine of the user factors (factor models), else the cosine of the
+        users' training rows.  ``filter_users`` / ``users`` as ``filter_items`` / ``items``."""
+        self._check_fitted()
+        N = check_positive_int(N, "N")
+        excluded = self._excluded(filter_users, users, self.n_users_, "users")
+        ids = check_ids(userid, self.n_users_, "userid")
+        return self._rank_similar(
+            self._user_similarity_rows, ids, ids, N, excluded, self.n_users_, np.ndim(userid) == 0
+        )
+
+    def _rank_similar(self, rows_of, positions, self_ids, N, excluded, n, scalar):
+        n_out = min(N, max(1, n - 1))
+        out_ids = np.empty((len(positions), n_out), np.int64)
+        out_scores = np.empty((len(positions), n_out))
+        secondary = np.zeros(n)
+        step = max(1, _topk.BLOCK_FLOATS // n)
         with numba_threads(self.num_threads):
-            out_ids, out_scores = self._similar(items, n_out)
-        if scalar:
-            valid = out_ids[0] >= 0
-            return out_ids[0][valid], out_scores[0][valid]
-        return out_ids, out_scores
+            for lo in range(0, len(positions), step):
+                chunk = slice(lo, lo + step)
+                block = np.ascontiguousarray(rows_of(positions[chunk]), dtype=np.float64)
+                own = self_ids[chunk]
+                inside = own < n  # a recalculated new item has no column of its own
+                ex_indptr = np.concatenate(([0], np.cumsum(inside))).astype(INDEX_DTYPE)
+                top_k_dense(
+                    block,
+                    secondary,
+                    ex_indptr,
+                    own[inside].astype(INDEX_DTYPE),
+                    excluded,
+                    self._similar_drop_zero,
+                    True,
+                    out_ids[chunk],
+                    out_scores[chunk],
+                )
+        return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
 
-    def _similar(self, items, n_out):
-        """Padded ``(ids, scores)`` of the ``n_out`` best items of the item affinity's rows."""
-        return rank_rows(self._item_affinity().matrix[items], n_out)
+    def _item_similarity_rows(self, items) -> np.ndarray:
+        """Dense similarities of ``items`` to every item (default: the item affinity's rows)."""
+        return self._item_affinity().matrix[items].toarray()
 
-    def _item_affinity(self) -> Affinity:
+    def _item_affinity(self):
         raise NotImplementedError(f"{type(self).__name__} has no item-item affinity")
 
+    def _recalculated_item_rows(self, cols) -> np.ndarray:
+        raise ValueError(f"{type(self).__name__} cannot compute similarities of items from item_users")
+
+    def _user_similarity_rows(self, users) -> np.ndarray:
+        """Dense similarities of ``users`` to every training user (default: cosine of rows)."""
+        return cosine_rows(self.user_items_, users)
+
     # ------------------------------------------------------------------ persistence
-    def save(self, path):
-        """Write the parameters and fitted state to ``path`` (``.npz`` appended if missing).
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
+        self.user_items_ = check_feedback(self.user_items_, "user_items_")
+        self.params_ = self.get_params(deep=False)
+        self._load_nested(state, specs)
+        self._check_data_params(self.user_items_)
+        self._check_state()
 
-        Fitted attributes may be sparse matrices, :class:`Affinity` objects or dense arrays.
-        """
-        self._check_fitted()
-        arrays, state = {}, {}
-        for name in ("user_items_",) + self._state_attributes:
-            value = getattr(self, name)
-            if isinstance(value, np.ndarray):
-                state[name] = {"type": "dense"}
-                arrays[name] = value
-                continue
-            if isinstance(value, Affinity):
-                state[name] = {"type": "affinity", "k_max": value.k_max, "kind": value.kind, "side": value.side}
-                value = value.matrix
-            else:
-                state[name] = {"type": "csr"}
-            state[name]["shape"] = list(value.shape)
-            for part in ("data", "indices", "indptr"):
-                arrays[f"{name}.{part}"] = getattr(value, part)
-        header = {
-            "format": _FORMAT,
-            "version": FORMAT_VERSION,
-            "class": type(self).__name__,
-            "params": self.get_params(),
-            "state": state,
-        }
-        write_npz(path, header, arrays)
+    def _load_nested(self, state, specs):
+        """Restore the fitted estimators nested in this one (subclasses holding some)."""
 
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`; ``Recommender.load`` accepts any model class."""
-        header, arrays = read_npz(path, _FORMAT, FORMAT_VERSION)
-        path = npz_path(path)
-        if not isinstance(header.get("state"), dict):
-            raise ValueError(f"{path}: header field 'state' is missing or not a dict")
-        model_cls = _REGISTRY.get(header["class"])
-        if model_cls is None or not issubclass(model_cls, cls):
-            raise ValueError(f"{path} holds a {header['class']!r} model, not a {cls.__name__}")
-        try:
-            model = model_cls(**header["params"])
-        except TypeError as exc:
-            raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from exc
-        expected = {"user_items_", *model._state_attributes}
-        if set(header["state"]) != expected:
-            raise ValueError(f"{path}: fitted state holds {sorted(header['state'])}, expected {sorted(expected)}")
-        for name, spec in header["state"].items():
-            setattr(model, name, _read_state(arrays, name, spec, path))
-        try:
-            model.user_items_ = check_feedback(model.user_items_, "user_items_")
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: malformed fitted attribute 'user_items_': {exc}") from exc
-        try:  # the same parameter validation as fit, against the stored training matrix
-            model._validate_params(model.user_items_)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: invalid parameters: {exc}") from exc
-        model._check_state(path)
-        model._prepare()
-        return model
-
-    def _check_dense_state(self, path, shapes):
+    def _check_dense_state(self, shapes):
         """Check loaded dense attributes against their expected ``shapes`` (name -> shape)."""
         for name, shape in shapes.items():
             value = getattr(self, name)
-            if not isinstance(value, np.ndarray) or value.shape != tuple(shape):
+            if not isinstance(value, np.ndarray) or value.shape != tuple(shape) or value.dtype.kind != "f":
                 got = getattr(value, "shape", type(value).__name__)
-                raise ValueError(f"{path}: {name} must be a dense array of shape {tuple(shape)}, got {got}")
+                raise ValueError(f"{name} must be a dense float array of shape {tuple(shape)}, got {got}")
 
-    def _check_state(self, path):
+    def _check_state(self):
         """Cross-check loaded affinities (side, kind, shape, ``k_max``) before use by numba kernels."""
-        for name in self._state_attributes:
+        from ..neighbors.affinity import Affinity
+
+        for name in self._model_state:
             value = getattr(self, name)
+            if not name.endswith("_affinity_"):
+                continue
             side = name.split("_")[0]  # "item_affinity_" / "user_affinity_"
             n = self.n_items_ if side == "item" else self.n_users_
             if not isinstance(value, Affinity) or value.side != side:
-                raise ValueError(f"{path}: {name} must be an Affinity with side={side!r}")
+                raise ValueError(f"{name} must be an Affinity with side={side!r}")
             if self._affinity_kind is not None and value.kind != self._affinity_kind:
-                raise ValueError(f"{path}: {name} is a {value.kind!r} affinity, expected {self._affinity_kind!r}")
+                raise ValueError(f"{name} is a {value.kind!r} affinity, expected {self._affinity_kind!r}")
             if value.n != n:
-                raise ValueError(f"{path}: {name} is {value.n} x {value.n} but the model has {n} {side}s")
+                raise ValueError(f"{name} is {value.n} x {value.n} but the model has {n} {side}s")
             if value.k_max > max(1, n - 1):
-                raise ValueError(f"{path}: {name}.k_max={value.k_max} exceeds the {n - 1} possible neighbours")
+                raise ValueError(f"{name}.k_max={value.k_max} exceeds the {n - 1} possible neighbours")
 
 
-def rank_rows(S, n_out):
-    """The ``n_out`` largest non-zero entries of every row of the sparse ``S``, ties by smaller
-    column, as ``(ids, scores)`` arrays of shape ``(n_rows, n_out)`` padded with ``-1`` / ``-inf``."""
-    S = sp.csr_matrix(S)
-    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-    keep = S.data != 0
-    rows, cols, vals = rows[keep], S.indices[keep], S.data[keep]
-    order = np.lexsort((cols, -vals, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    starts = np.searchsorted(rows, np.arange(S.shape[0]))
-    pos = np.arange(rows.size) - starts[rows]
-    keep = pos < n_out
-    out_ids = np.full((S.shape[0], n_out), -1, np.int64)
-    out_scores = np.full((S.shape[0], n_out), -np.inf)
-    out_ids[rows[keep], pos[keep]] = cols[keep]
-    out_scores[rows[keep], pos[keep]] = vals[keep]
-    return out_ids, out_scores
+def check_new_ids(ids, name, bound) -> np.ndarray:
+    """Ids that may be new (``>= n``): any integer ``>= 0``."""
+    arr = np.asarray(ids)
+    if arr.size and np.issubdtype(arr.dtype, np.number) and np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0 (ids >= {bound} are new): {arr[arr < 0][:5].tolist()}")
+    return check_ids(arr, _ID_MAX, name)
 
 
-def rank_dense_rows(rows_of, items, n_out, n_cols):
-    """:func:`rank_rows` of the dense rows ``rows_of(chunk)`` (one per id of ``chunk``, ``n_cols``
-    columns), computed for ``items`` in chunks of at most ``_BLOCK_FLOATS`` floats."""
-    out_ids = np.empty((items.size, n_out), np.int64)
-    out_scores = np.empty((items.size, n_out))
-    step = max(1, _BLOCK_FLOATS // n_cols)
-    for lo in range(0, items.size, step):
-        block = slice(lo, lo + step)
-        out_ids[block], out_scores[block] = rank_rows(sp.csr_matrix(rows_of(items[block])), n_out)
-    return out_ids, out_scores
-
-
-def _read_state(arrays, name, spec, path):
-    try:
-        if spec["type"] == "dense":
-            value = arrays[name]
-            if not np.issubdtype(value.dtype, np.number) or not np.all(np.isfinite(value)):
-                raise ValueError("a dense state must be a finite numeric array")
-            return value
-        parts = [arrays[f"{name}.{part}"] for part in ("data", "indices", "indptr")]
-        shape = tuple(int(s) for s in spec["shape"])
-        matrix = sp.csr_matrix(tuple(parts), shape=shape)
-        matrix.check_format(full_check=True)
-        if spec["type"] == "affinity":
-            return Affinity(matrix, spec["k_max"], spec["kind"], spec["side"])
-        if spec["type"] != "csr":
-            raise ValueError(f"unknown state type {spec['type']!r}")
-        return matrix
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: malformed fitted attribute {name!r}: {exc}") from exc
+def _unpad(ids, scores):
+    valid = ids[0] >= 0
+    return ids[0][valid], scores[0][valid]

@@ -1,4 +1,4 @@
-"""Content item-p: item-based KNN over a content affinity, for items nobody has consumed (issue 7 sec. 4).
+"""Content item-p: item-based KNN over a content affinity, for items nobody has consumed.
 
 ``score(u, i) = sum_{j in O+_u & KNN_content(i)} A_ij = [ktrunc(A)]_i . u`` (Theorem 4.3), the
 item-p rule of :class:`~recsys_ltr.models.ItemKNN` with ``A`` and ``KNN`` taken from item content
@@ -29,8 +29,8 @@ class ContentItemKNN(ItemKNN):
         Neighbourhood size, ``1 <= k <= affinity.k_max``.
     num_threads : int
         numba threads for scoring (0 = all).
-    show_progress : bool
-        Unused (kept for the ItemKNN interface).
+    show_progress : bool or None
+        Unused: the affinity is computed beforehand (kept for the ItemKNN interface).
 
     Attributes
     ----------
@@ -40,12 +40,13 @@ class ContentItemKNN(ItemKNN):
 
     _affinity_kind = None  # any kind: content affinities are "custom", a given Affinity may be any
 
-    def __init__(self, affinity=None, k=100, num_threads=0, show_progress=False):
+    def __init__(self, affinity=None, k=100, num_threads=0, show_progress=None):
         self.affinity = affinity
         super().__init__(k=k, num_threads=num_threads, show_progress=show_progress)
 
     def _fit(self, X):
         A = self.affinity
+        k = self._param("k")
         if isinstance(A, ContentAffinity):
             if not hasattr(A, "affinity_"):
                 raise ValueError("the ContentAffinity given as affinity is not fitted; call its fit(F) first")
@@ -54,15 +55,10 @@ class ContentItemKNN(ItemKNN):
             raise TypeError(f"affinity must be an Affinity or a fitted ContentAffinity, got {type(A).__name__}")
         if A.side != "item" or A.n != X.shape[1]:
             raise ValueError(f"affinity must be an item affinity over the {X.shape[1]} items of X, got {A!r}")
-        if self.k > A.k_max:
-            raise ValueError(f"k={self.k} exceeds the affinity's k_max={A.k_max}")
+        if k > A.k_max:
+            raise ValueError(f"k={k} exceeds the affinity's k_max={A.k_max}")
         self.item_affinity_ = A
 
-    def save(self, path):
-        """As :meth:`Recommender.save`; the affinity is saved in the fitted state (parameter ``None``)."""
-        given = self.affinity
-        self.affinity = None
-        try:
-            super().save(path)
-        finally:
-            self.affinity = given
+    def _saved_params(self):
+        """The affinity is saved in the fitted state, so the file records the parameter as ``None``."""
+        return {**super()._saved_params(), "affinity": None}

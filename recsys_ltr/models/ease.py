@@ -7,7 +7,7 @@ from scipy.linalg import cho_factor, get_lapack_funcs
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_positive_int, check_real
-from .base import Recommender, rank_dense_rows
+from .base import Recommender
 
 __all__ = ["EASE"]
 
@@ -58,12 +58,15 @@ class EASE(Recommender):
         self.show_progress = show_progress
         self.max_items = max_items
 
-    _state_attributes = ("B_",)
+    _model_state = ("B_",)
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_real(self.lam, "lam", low=0.0, low_open=True)
-        max_items = check_positive_int(self.max_items, "max_items")
+        check_positive_int(self.max_items, "max_items")
+
+    def _check_data_params(self, X):
+        max_items = self.max_items
         n = X.shape[1]
         if n > max_items:
             raise ValueError(
@@ -90,11 +93,11 @@ class EASE(Recommender):
     def _score_rows(self, rows, ids, recalculate):
         return np.asarray(rows @ self.B_)
 
-    def _similar(self, items, n_out):
-        return rank_dense_rows(lambda chunk: self.B_[chunk], items, n_out, self.n_items_)
+    def _item_similarity_rows(self, items):
+        return self.B_[items]
 
-    def _check_state(self, path):
-        self._check_dense_state(path, {"B_": (self.n_items_, self.n_items_)})
+    def _check_state(self):
+        self._check_dense_state({"B_": (self.n_items_, self.n_items_)})
 
 
 def _symmetrise_upper(P):

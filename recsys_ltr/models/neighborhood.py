@@ -19,38 +19,54 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from ..neighbors.affinity import cosine_affinity, kunn_affinity, kunn_counts, kunn_weights
-from ..neighbors.knn import check_k, knn_index, knn_query
-from .base import Recommender, rank_rows, sparse_dense_product
+from .._validation import check_positive_int
+from ..neighbors.affinity import _cosine_affinity, _kunn_affinity, kunn_counts, kunn_weights
+from ..neighbors.knn import _knn_index, _knn_query, check_k
+from .base import Recommender, cosine_rows, sparse_dense_product
 
-__all__ = ["KUNN", "ItemKNN", "UserKNN"]
+__all__ = ["KUNN", "ItemKNN", "PrefixK", "UserKNN"]
 
 _KUNN_SIDES = ("both", "item", "user")
 
 
-class _Neighborhood(Recommender):
+class PrefixK:
+    """``with_k`` for models whose fitted state holds row prefixes for every ``k <= _k_limit()``
+    (sec. 4.5.6): the model of a smaller ``k`` shares the state and only re-derives its scorer."""
+
+    def with_k(self, k):
+        """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
+        self._check_fitted()
+        limit = self._k_limit()
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > limit:
+            raise ValueError(f"k={k} exceeds the k={limit} this model was fitted with; refit instead")
+        model = clone(self).set_params(**self.params_).set_params(k=k)
+        model._check_params()
+        model._check_data_params(self.user_items_)
+        for name in self._state_attributes:
+            setattr(model, name, getattr(self, name))
+        model.params_ = model.get_params(deep=False)
+        model._prepare()
+        return model
+
+
+class _Neighborhood(PrefixK, Recommender):
     """Shared machinery: fitting the affinities, ``k`` validation, truncated scorers, :meth:`with_k`."""
 
     uses_items = True
     uses_users = False
     _affinity_kind = "cosine"
-    _build_affinity = staticmethod(cosine_affinity)
+    _build_affinity = staticmethod(_cosine_affinity)
 
-    def __init__(self, k=100, num_threads=0, show_progress=False):
+    def __init__(self, k=100, num_threads=0, show_progress=None):
         self.k = k
         self.num_threads = num_threads
         self.show_progress = show_progress
 
     def _fit(self, X):
-        for name in self._state_attributes:  # "item_affinity_" / "user_affinity_"
+        for name in self._model_state:  # "item_affinity_" / "user_affinity_"
             side = name.split("_")[0]
-            setattr(
-                self,
-                name,
-                self._build_affinity(
-                    X, self.k, side=side, num_threads=self.num_threads, show_progress=self.show_progress
-                ),
-            )
+            k = self._param("k")
+            setattr(self, name, self._build_affinity(X, k, side, self.num_threads, self._progress()))
 
     def _score_rows(self, rows, ids, recalculate):
         return self._item_part(rows) if self.uses_items else self._user_part(rows, ids, recalculate)
@@ -58,12 +74,15 @@ class _Neighborhood(Recommender):
     def _item_affinity(self):
         return self.item_affinity_ if self.uses_items else super()._item_affinity()
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
+        check_positive_int(self.k, "k")
+
+    def _check_data_params(self, X):
         if self.uses_items:
-            check_k(self.k, X.shape[1], "items")
+            check_k(self._param("k"), X.shape[1], "items")
         if self.uses_users:
-            check_k(self.k, X.shape[0], "users")
+            check_k(self._param("k"), X.shape[0], "users")
 
     def _feature_weights(self, M):
         """Feature weights of the similarity between the rows of ``M`` (None: plain cosine)."""
@@ -71,16 +90,19 @@ class _Neighborhood(Recommender):
 
     def _prepare(self):
         super()._prepare()
+        k = self._param("k")
         if self.uses_items:
             # item-p scores a block of users as rows @ ktrunc(A_item)^T
-            self.item_scorer_ = sp.csr_matrix(self.item_affinity_.truncate(self.k).T)
+            self.item_scorer_ = sp.csr_matrix(self.item_affinity_.truncate(k).T)
         if self.uses_users:
-            self.user_neighbors_ = self.user_affinity_.truncate(self.k)
+            self.user_neighbors_ = self.user_affinity_.truncate(k)
             # built once so that recommend(..., recalculate_user=True) costs O(nnz of the query)
-            self.user_index_ = knn_index(self.user_items_, self._feature_weights(self.user_items_))
-        if not self.uses_items:  # similar_items of a user-based model: items' neighbours on demand
-            self.item_users_ = self.user_items_.T.tocsr()
-            self.item_index_ = knn_index(self.item_users_, self._feature_weights(self.item_users_))
+            self.user_index_ = _knn_index(self.user_items_, self._weights_of(self.user_items_))
+        self.item_users_ = self.user_items_.T.tocsr()
+
+    def _weights_of(self, M):
+        w = self._feature_weights(M)
+        return np.ones(M.shape[1]) if w is None else w
 
     def _item_part(self, rows):
         return sparse_dense_product(rows, self.item_scorer_)
@@ -89,36 +111,36 @@ class _Neighborhood(Recommender):
         """``[ktrunc(A_user)]_u . i`` for every item: neighbours' rows weighted by affinity."""
         if recalculate:
             query_ids = np.where(ids < self.n_users_, ids, -1)
-            S = knn_query(self.user_index_, rows, self.k, query_ids, num_threads=self.num_threads)
+            S = _knn_query(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
         else:
             S = self.user_neighbors_[ids]
         return sparse_dense_product(S, self.user_items_)
 
-    def _similar(self, items, n_out):
+    def _item_similarity_rows(self, items):
         if self.uses_items:
-            return super()._similar(items, n_out)
-        S = knn_query(self.item_index_, self.item_users_[items], n_out, items, num_threads=self.num_threads)
-        return rank_rows(S, n_out)
+            return super()._item_similarity_rows(items)
+        # user-based: the items' cosine (KUNN: Eq. 4.5) over their user columns, on demand
+        return cosine_rows(self.item_users_, items, self._feature_weights(self.item_users_))
 
-    def _check_state(self, path):
-        super()._check_state(path)
-        for name in self._state_attributes:
+    def _recalculated_item_rows(self, cols):
+        """Cosine (KUNN: Eq. 4.5) of new user columns with every training item's column."""
+        M = sp.vstack([self.item_users_, cols]).tocsr()
+        n = self.n_items_
+        return cosine_rows(M, np.arange(n, n + cols.shape[0]), self._feature_weights(M))[:, :n]
+
+    def _user_similarity_rows(self, users):
+        if self.uses_users:
+            return self.user_affinity_.matrix[users].toarray()
+        return super()._user_similarity_rows(users)
+
+    def _check_state(self):
+        super()._check_state()
+        for name in self._model_state:
             if self.k > getattr(self, name).k_max:
-                raise ValueError(f"{path}: k={self.k} exceeds the stored {name}.k_max")
+                raise ValueError(f"k={self.k} exceeds the stored {name}.k_max")
 
-    def with_k(self, k):
-        """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
-        self._check_fitted()
-        limit = min(getattr(self, name).k_max for name in self._state_attributes)
-        if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > limit:
-            raise ValueError(f"k={k} exceeds the k={limit} this model was fitted with; refit instead")
-        model = clone(self).set_params(k=k)
-        model._validate_params(self.user_items_)
-        model.user_items_ = self.user_items_
-        for name in self._state_attributes:
-            setattr(model, name, getattr(self, name))
-        model._prepare()
-        return model
+    def _k_limit(self) -> int:
+        return min(getattr(self, name).k_max for name in self._model_state)
 
 
 class ItemKNN(_Neighborhood):
@@ -133,8 +155,9 @@ class ItemKNN(_Neighborhood):
         Neighbourhood size, ``1 <= k < n_items``.
     num_threads : int
         numba threads (0 = all); results do not depend on it.
-    show_progress : bool
-        Progress bar while computing neighbours.
+    show_progress : bool or None
+        Progress bar over blocks of items while computing neighbours (``None``: on when
+        standard error is a terminal).
 
     Attributes
     ----------
@@ -142,7 +165,7 @@ class ItemKNN(_Neighborhood):
         Cosine ``KNN(i)`` of every item, most similar first.
     """
 
-    _state_attributes = ("item_affinity_",)
+    _model_state = ("item_affinity_",)
 
 
 class UserKNN(_Neighborhood):
@@ -171,7 +194,7 @@ class UserKNN(_Neighborhood):
     item_based = False
     uses_items = False
     uses_users = True
-    _state_attributes = ("user_affinity_",)
+    _model_state = ("user_affinity_",)
 
 
 class KUNN(_Neighborhood):
@@ -199,9 +222,9 @@ class KUNN(_Neighborhood):
     """
 
     _affinity_kind = "kunn"
-    _build_affinity = staticmethod(kunn_affinity)
+    _build_affinity = staticmethod(_kunn_affinity)
 
-    def __init__(self, k=100, side="both", num_threads=0, show_progress=False):
+    def __init__(self, k=100, side="both", num_threads=0, show_progress=None):
         self.k = k
         self.side = side
         self.num_threads = num_threads
@@ -209,24 +232,24 @@ class KUNN(_Neighborhood):
 
     @property
     def uses_items(self):
-        return self.side in ("both", "item")
+        return self._param("side") in ("both", "item")
 
     @property
     def uses_users(self):
-        return self.side in ("both", "user")
+        return self._param("side") in ("both", "user")
 
     @property
     def item_based(self):
-        return self.side == "item"
+        return self._param("side") == "item"
 
     @property
-    def _state_attributes(self):
+    def _model_state(self):
         return ("item_affinity_",) * self.uses_items + ("user_affinity_",) * self.uses_users
 
-    def _validate_params(self, X):
+    def _check_params(self):
         if self.side not in _KUNN_SIDES:
             raise ValueError(f"side must be one of {_KUNN_SIDES}, got {self.side!r}")
-        super()._validate_params(X)
+        super()._check_params()
 
     def _feature_weights(self, M):
         """Eq. (4.5)-(4.6): a shared feature ``f`` counts ``1 / sqrt(c(f))``."""
@@ -238,10 +261,11 @@ class KUNN(_Neighborhood):
         self.item_factor_ = kunn_weights(self.user_items_)
 
     def _score_rows(self, rows, ids, recalculate):
-        if self.side == "item":
+        side = self._param("side")
+        if side == "item":
             return self._item_part(rows)
         user = self._user_part(rows, ids, recalculate)
-        if self.side == "user":
+        if side == "user":
             return user
         item = self._item_part(rows)
         item /= np.sqrt(kunn_counts(rows))[:, None]  # 1/sqrt(c(u)); an empty row's item part is 0

@@ -19,11 +19,13 @@ class Popularity(Recommender):
     ----------
     num_threads : int
         numba threads for ``recommend`` (0 = all).
-    show_progress : bool
+    show_progress : bool or None
         Unused (nothing to fit); kept for a uniform API.
+
+    ``similar_users`` ranks users by the cosine of their training rows.
     """
 
-    def __init__(self, num_threads=0, show_progress=False):
+    def __init__(self, num_threads=0, show_progress=None):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
@@ -33,15 +35,8 @@ class Popularity(Recommender):
     def _score_rows(self, rows, ids, recalculate):
         return np.repeat(self.item_popularity_[None, :], rows.shape[0], axis=0)
 
-    def _similar(self, items, n_out):
-        """``similar_items``: the popularity order (count, then smaller id) without the item."""
-        ranked = np.lexsort((np.arange(self.n_items_), -self.item_popularity_))[: n_out + 1]
-        candidates = np.broadcast_to(ranked, (items.size, ranked.size))
-        # stable sort moves the item itself (if among the first n_out + 1) to the end
-        first = np.argsort(candidates == items[:, None], axis=1, kind="stable")[:, :n_out]
-        out_ids = np.full((items.size, n_out), -1, np.int64)
-        chosen = np.take_along_axis(candidates, first, axis=1)
-        valid = chosen != items[:, None]
-        out_ids[:, : chosen.shape[1]] = np.where(valid, chosen, -1)
-        out_scores = np.where(out_ids >= 0, self.item_popularity_[np.maximum(out_ids, 0)], -np.inf)
-        return out_ids, out_scores
+    _similar_drop_zero = False  # items nobody consumed still have a place in the order
+
+    def _item_similarity_rows(self, items):
+        """``similar_items``: the popularity order (count, then smaller id); the item is left out."""
+        return np.broadcast_to(self.item_popularity_, (len(items), self.n_items_))

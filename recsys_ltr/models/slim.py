@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import scipy.sparse as sp
 
-from ..neighbors.affinity import slim_affinity
+from ..neighbors.affinity import _slim_affinity
 from ..neighbors.knn import check_k
 from ..neighbors.slim import check_slim_params
 from .base import Recommender, sparse_dense_product
@@ -32,8 +32,9 @@ class SLIM(Recommender):
         Coordinate-descent sweeps per item and convergence tolerance.
     num_threads : int
         numba threads (0 = all); ``W`` does not depend on it.
-    show_progress : bool
-        Progress bar while fitting.
+    show_progress : bool or None
+        Progress bar over items (and, for fsSLIM, over the neighbour search) while fitting
+        (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -41,10 +42,10 @@ class SLIM(Recommender):
         ``A = W^T``; fsSLIM rows in cosine-neighbour order.
     """
 
-    _state_attributes = ("item_affinity_",)
+    _model_state = ("item_affinity_",)
     _affinity_kind = "slim"
 
-    def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
+    def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=None):
         self.k = k
         self.l1 = l1
         self.l2 = l2
@@ -53,22 +54,22 @@ class SLIM(Recommender):
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    def _validate_params(self, X):
-        super()._validate_params(X)
+    def _check_params(self):
+        super()._check_params()
         check_slim_params(self.l1, self.l2, self.max_iter, self.tol)
+
+    def _check_data_params(self, X):
         if self.k is not None:
             check_k(self.k, X.shape[1], "items")
 
-    def _check_state(self, path):
-        super()._check_state(path)
+    def _check_state(self):
+        super()._check_state()
         expected = max(1, self.n_items_ - 1) if self.k is None else self.k
         if self.item_affinity_.k_max != expected:
-            raise ValueError(
-                f"{path}: item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} means {expected}"
-            )
+            raise ValueError(f"item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} means {expected}")
 
     def _fit(self, X):
-        self.item_affinity_ = slim_affinity(
+        self.item_affinity_ = _slim_affinity(
             X,
             self.k,
             l1=self.l1,
@@ -76,7 +77,7 @@ class SLIM(Recommender):
             max_iter=self.max_iter,
             tol=self.tol,
             num_threads=self.num_threads,
-            show_progress=self.show_progress,
+            show_progress=self._progress(),
         )
 
     def _prepare(self):

@@ -1,8 +1,9 @@
-"""Neighbourhoods and affinity matrices: cosine KNN, ktrunc, cosine / KUNN / SLIM affinities."""
+"""Neighbourhoods and affinity matrices: cosine KNN, ktrunc, cosine / KUNN / SLIM / RP3β affinities."""
 
-from .affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
+from .affinity import Affinity, cosine_affinity, kunn_affinity, rp3beta_affinity, slim_affinity
 from .content import ContentAffinity, top_fraction
 from .knn import KnnIndex, cosine_knn, knn_index, knn_query, ktrunc, truncate_rows, weighted_cosine_knn
+from .rp3beta import rp3beta_similarity, rp3beta_weights
 
 __all__ = [
     "Affinity",
@@ -14,6 +15,9 @@ __all__ = [
     "knn_query",
     "ktrunc",
     "kunn_affinity",
+    "rp3beta_affinity",
+    "rp3beta_similarity",
+    "rp3beta_weights",
     "slim_affinity",
     "top_fraction",
     "truncate_rows",

@@ -24,7 +24,11 @@ Builders:
   (``sim_KUNN`` of Theorem 4.4, as in Verstrepen & Goethals 2014);
 * :func:`slim_affinity` -- ``A = W^T`` of SLIM / fsSLIM (Ning & Karypis 2011).  fsSLIM
   restricts row ``i`` to its cosine ``KNN(i)``, so ``ktrunc(W^T) = W^T`` (appendix A) and the rows
-  are kept in cosine order (zeros included); full SLIM rows are ordered by weight.
+  are kept in cosine order (zeros included); full SLIM rows are ordered by weight;
+* :func:`rp3beta_affinity` -- ``A = W^T`` of RP3β (Paudel et al. 2017; see
+  :mod:`recsys_ltr.neighbors.rp3beta`).  ``W`` keeps the top ``k`` per *source* item, so row ``i``
+  of ``A`` holds all of ``i``'s reverse neighbours (any number), ordered by weight, and
+  ``k_max = n - 1``.
 """
 
 from __future__ import annotations
@@ -32,13 +36,24 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_feedback, check_positive_int
-from .knn import _side_matrix, check_k, cosine_knn, truncate_rows, weighted_cosine_knn
+from .._progress import progress_enabled
+from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
+from .knn import _self_knn, check_k, side_matrix, truncate_rows
+from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
 
-__all__ = ["KINDS", "Affinity", "cosine_affinity", "kunn_affinity", "kunn_counts", "kunn_weights", "slim_affinity"]
+__all__ = [
+    "KINDS",
+    "Affinity",
+    "cosine_affinity",
+    "kunn_affinity",
+    "kunn_counts",
+    "kunn_weights",
+    "rp3beta_affinity",
+    "slim_affinity",
+]
 
 #: Kinds of affinity an :class:`Affinity` may carry.
-KINDS = ("cosine", "kunn", "slim", "custom")
+KINDS = ("cosine", "kunn", "slim", "rp3beta", "custom")
 
 
 class Affinity:
@@ -61,20 +76,32 @@ class Affinity:
     def __init__(self, matrix, k_max, kind="custom", side="item"):
         if not sp.issparse(matrix):
             raise TypeError(f"matrix must be a scipy sparse matrix, got {type(matrix).__name__}")
-        matrix = sp.csr_matrix(matrix, dtype=np.float64)
-        n = matrix.shape[0]
-        if matrix.shape != (n, n):
-            raise ValueError(f"an affinity matrix must be square, got shape {matrix.shape}")
-        self.k_max = check_positive_int(k_max, "k_max")
-        if matrix.nnz and int(np.diff(matrix.indptr).max()) > self.k_max:
-            raise ValueError(f"a row stores {int(np.diff(matrix.indptr).max())} neighbours > k_max={self.k_max}")
-        if not np.all(np.isfinite(matrix.data)):
-            raise ValueError("affinity values must be finite")
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if side not in ("item", "user"):
             raise ValueError(f"side must be 'item' or 'user', got {side!r}")
-        self.matrix, self.kind, self.side = matrix, kind, side
+        self._k_max = check_positive_int(k_max, "k_max")
+        self._matrix = _check_rows(matrix, self._k_max)
+        self._kind, self._side = kind, side
+
+    k_max = property(lambda self: self._k_max, doc="Largest neighbourhood size the rows were built for.")
+    kind = property(lambda self: self._kind, doc="One of :data:`KINDS`.")
+    side = property(lambda self: self._side, doc='``"item"`` or ``"user"``.')
+
+    @property
+    def matrix(self) -> sp.csr_matrix:
+        """The rows, a read-only CSR matrix (``A_ij`` for ``j`` in ``KNN(i)``, most similar first)."""
+        return self._matrix
+
+    @classmethod
+    def trusted(cls, matrix, k_max, kind, side) -> Affinity:
+        """An affinity from rows this package built (canonical CSR, checked by construction):
+        no validation pass, arrays made read-only."""
+        self = cls.__new__(cls)
+        for a in (matrix.data, matrix.indices, matrix.indptr):
+            a.flags.writeable = False
+        self._matrix, self._k_max, self._kind, self._side = matrix, int(k_max), kind, side
+        return self
 
     @property
     def n(self) -> int:
@@ -106,28 +133,70 @@ class Affinity:
         )
 
 
-def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
-    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3)."""
-    X = check_feedback(X)
-    n = X.shape[1] if side == "item" else X.shape[0]
-    k_max = check_k(k_max, n, f"{side}s", "k_max")
-    S = cosine_knn(X, k_max, side=side, num_threads=num_threads, show_progress=show_progress)
-    return Affinity(S, k_max, "cosine", side)
+def _check_rows(matrix, k_max) -> sp.csr_matrix:
+    """The rows of an affinity: raw structure checked before any conversion (as feedback is),
+    square, finite real values (negative allowed: the neighbourhood is the row order, not the
+    sign), at most ``k_max`` per row, row order kept; arrays made read-only."""
+    if matrix.format != "csr":
+        matrix = check_sparse(matrix, "affinity matrix", allow_empty=True, nonnegative=False)
+    else:  # keep the stored order (most similar first): only check the raw arrays
+        nnz = check_csr_structure(matrix, "affinity matrix")
+        matrix = sp.csr_matrix(
+            (np.array(matrix.data[:nnz], np.float64), np.array(matrix.indices[:nnz], INDEX_DTYPE),
+             np.array(matrix.indptr, INDEX_DTYPE)), shape=matrix.shape,
+        )  # fmt: skip
+        if _has_duplicates(matrix):
+            raise ValueError("the affinity matrix stores a neighbour twice in one row")
+    n = matrix.shape[0]
+    if matrix.shape != (n, n):
+        raise ValueError(f"an affinity matrix must be square, got shape {matrix.shape}")
+    longest = int(np.diff(matrix.indptr).max()) if n else 0
+    if longest > k_max:
+        raise ValueError(f"a row stores {longest} neighbours > k_max={k_max}")
+    for a in (matrix.data, matrix.indices, matrix.indptr):
+        a.flags.writeable = False
+    return matrix
 
 
-def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
+def _has_duplicates(M) -> bool:
+    rows = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr))
+    keys = rows * M.shape[1] + M.indices
+    return np.unique(keys).size != keys.size
+
+
+def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
+    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
+    a bar over blocks of rows (``None``: on in a terminal)."""
+    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
+
+
+def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
     """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
 
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
     """
-    X = check_feedback(X)
-    M = _side_matrix(X, side)
+    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
+
+
+def _cosine_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
+    """:func:`cosine_affinity` of a canonical feedback matrix."""
+    return _neighbourhood_affinity(X, k_max, side, "cosine", None, num_threads, show_progress)
+
+
+def _kunn_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
+    """:func:`kunn_affinity` of a canonical feedback matrix."""
+    return _neighbourhood_affinity(X, k_max, side, "kunn", kunn_weights, num_threads, show_progress)
+
+
+def _neighbourhood_affinity(X, k_max, side, kind, weights_of, num_threads, show_progress) -> Affinity:
+    M = side_matrix(X, side)
     k_max = check_k(k_max, M.shape[0], f"{side}s", "k_max")
-    S = weighted_cosine_knn(
-        M, k_max, kunn_weights(M), num_threads=num_threads, show_progress=show_progress, desc=f"KUNN {side} affinity"
+    weights = None if weights_of is None else weights_of(M)
+    S = _self_knn(
+        M, k_max, weights, num_threads=num_threads, show_progress=show_progress, desc=f"{kind} {side} affinity"
     )
-    return Affinity(S, k_max, "kunn", side)
+    return Affinity.trusted(S, k_max, kind, side)
 
 
 def kunn_counts(M) -> np.ndarray:
@@ -149,36 +218,76 @@ def kunn_weights(M) -> np.ndarray:
     return 1.0 / np.sqrt(kunn_counts(M.T.tocsr()))
 
 
-def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False) -> Affinity:
+def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=None) -> Affinity:
     """SLIM (``k=None``) or fsSLIM (``k`` cosine neighbours) item affinity ``A = W^T``.
 
     The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
     :func:`recsys_ltr.neighbors.slim.slim_weights` for the objective and its mapping to
     scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2))``.
     """
-    from .slim import slim_weights
+    return _slim_affinity(
+        check_feedback(X),
+        k,
+        l1=l1,
+        l2=l2,
+        max_iter=max_iter,
+        tol=tol,
+        num_threads=num_threads,
+        show_progress=progress_enabled(show_progress),
+    )
 
-    X = check_feedback(X)
+
+def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
+    """:func:`slim_affinity` of a canonical feedback matrix."""
+    from .slim import fit_slim
+
     n = X.shape[1]
     if k is None:
-        W = slim_weights(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress)
-        A = sp.csr_matrix(W.T)
-        return Affinity(_sort_rows_by_value(A), max(1, n - 1), "slim", "item")
+        W = fit_slim(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress)
+        return Affinity.trusted(_sort_rows_by_value(sp.csr_matrix(W.T)), max(1, n - 1), "slim", "item")
     k = check_k(k, n, "items")
-    knn = cosine_knn(X, k, side="item", num_threads=num_threads, show_progress=show_progress)
-    W = slim_weights(
+    knn = _self_knn(X.T.tocsr(), k, num_threads=num_threads, show_progress=show_progress, desc="item KNN")
+    W = fit_slim(
         X, l1, l2, neighbors=knn, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
     A = sp.csr_matrix(W.T)
     # row i of A = W^T is supported on KNN(i): lay its values out in the KNN order
     rows = np.repeat(np.arange(n), np.diff(knn.indptr))
     values = np.asarray(A[rows, knn.indices]).ravel() if knn.nnz else np.zeros(0)
-    return Affinity(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
+    return Affinity.trusted(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
+
+
+def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None) -> Affinity:
+    """RP3β item affinity ``A = W^T`` (``W``: ``k`` targets per source item, rows l1-normalised).
+
+    ``k`` is RP3β's neighbourhood size (per source row of ``W``), not a truncation of ``A``: row
+    ``i`` of ``A`` lists every ``j`` with ``i`` among the ``k`` targets of ``j``, with value
+    ``W_ji``, largest first (ties: smaller id), and ``k_max = n - 1``.  Hence
+    ``X @ ktrunc(A, k')^T = X @ W``, RP3β's scores, for every ``k'`` at least the longest row.
+
+    Parameters
+    ----------
+    X : feedback matrix, users x items
+    k : int
+        ``1 <= k < n_items``.
+    alpha, beta : float >= 0
+        See :func:`recsys_ltr.neighbors.rp3beta.rp3beta_similarity`.
+    num_threads, show_progress :
+        As in :func:`cosine_affinity`.
+    """
+    X = check_feedback(X)
+    alpha, beta = check_rp3beta_params(alpha, beta)
+    return _rp3beta_affinity(X, k, alpha, beta, num_threads, progress_enabled(show_progress))
+
+
+def _rp3beta_affinity(X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False) -> Affinity:
+    """:func:`rp3beta_affinity` of a canonical ``X`` and checked exponents."""
+    W = rp3beta_weights(_rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress))
+    return Affinity.trusted(_sort_rows_by_value(W.T.tocsr()), max(1, W.shape[0] - 1), "rp3beta", "item")
 
 
 def _sort_rows_by_value(A):
     """Reorder every row by value descending, ties by id (``A`` has sorted indices)."""
-    A = sp.csr_matrix(A)
     A.eliminate_zeros()
     A.sort_indices()
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))

@@ -1,4 +1,4 @@
-"""Content affinity: item neighbourhoods from item content under a (learned) metric (issue 7 sec. 4).
+"""Content affinity: item neighbourhoods from item content under a (learned) metric.
 
 Items nobody has consumed have no collaborative neighbours, but they have content (tags, text).
 :class:`ContentAffinity` embeds the content ``F`` (items x features) with a metric -- a fitted
@@ -34,14 +34,17 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
+from .._progress import progress_enabled
+from .._topk import rank_dense_rows
+from .._validation import INDEX_DTYPE, check_num_threads, check_sparse, numba_threads
 from .affinity import Affinity
 from .knn import check_k
 
 __all__ = ["ContentAffinity", "top_fraction"]
-
-_BLOCK_FLOATS = 2**22  # bound on one dense distance block (32 MiB of float64)
 
 
 class ContentAffinity(BaseEstimator):
@@ -56,6 +59,10 @@ class ContentAffinity(BaseEstimator):
     bandwidth : float > 0, optional
         ``sigma^2`` of the Gaussian affinity; default: the median squared neighbour distance
         (1 when that median is 0).
+    num_threads : int
+        Threads of the distance blocks (BLAS) and of the neighbour selection (numba); 0 = all.
+    show_progress : bool or None
+        Progress bar over blocks of items (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -66,10 +73,16 @@ class ContentAffinity(BaseEstimator):
     n_items_ : int
     """
 
-    def __init__(self, k=100, metric=None, bandwidth=None):
+    # F is the content itself, not metadata to route: no set_fit_request / set_transform_request
+    __metadata_request__fit = {"F": metadata_routing.UNUSED}
+    __metadata_request__transform = {"F": metadata_routing.UNUSED}
+
+    def __init__(self, k=100, metric=None, bandwidth=None, num_threads=0, show_progress=None):
         self.k = k
         self.metric = metric
         self.bandwidth = bandwidth
+        self.num_threads = num_threads
+        self.show_progress = show_progress
 
     def fit(self, F, y=None):
         """Compute the neighbourhoods of the items whose content rows are ``F`` (n_items x d)."""
@@ -77,14 +90,17 @@ class ContentAffinity(BaseEstimator):
         n = F.shape[0]
         k = check_k(self.k, n, "items")
         bandwidth = self._check_bandwidth()
+        threads = check_num_threads(self.num_threads)
+        show = progress_enabled(self.show_progress)
         Z = self._embed(F)
         has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
-        S = _nearest(Z, k, has_content)  # data = squared distances
+        with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
+            S = _nearest(Z, k, has_content, show)  # data = squared distances
         if bandwidth is None:
             median = float(np.median(S.data)) if S.nnz else 0.0
             bandwidth = median if median > 0 else 1.0
         S.data = np.exp(-S.data / bandwidth)
-        self.affinity_ = Affinity(S, k, "custom", "item")
+        self.affinity_ = Affinity.trusted(S, k, "custom", "item")
         self.bandwidth_ = float(bandwidth)
         self.n_items_ = n
         return self
@@ -121,8 +137,7 @@ class ContentAffinity(BaseEstimator):
 def _check_content(F):
     """Content as float64 CSR (sparse input) or C-contiguous 2-D array; finite, non-empty."""
     if sp.issparse(F):
-        F = sp.csr_matrix(F, dtype=np.float64)
-        F.sum_duplicates()
+        F = check_sparse(F, "content F", allow_empty=True, nonnegative=False)
         F.eliminate_zeros()
         values = F.data
     else:
@@ -142,58 +157,45 @@ def _check_content(F):
     return F
 
 
-def _nearest(Z, k, has_content) -> sp.csr_matrix:
+def _nearest(Z, k, has_content, show_progress=False) -> sp.csr_matrix:
     """CSR of the ``k`` nearest other rows of ``Z`` (rows with content only), nearest first, ties
     by smaller id; values are squared distances."""
     n = Z.shape[0]
     sparse = sp.issparse(Z)
     norms = np.asarray(Z.multiply(Z).sum(axis=1)).ravel() if sparse else np.einsum("ij,ij->i", Z, Z)
+    if not np.all(np.isfinite(norms)):
+        raise ValueError("content vectors are too large: their squared norms overflow; rescale the content")
     ZT = Z.T.tocsc() if sparse else Z.T
-    no_content = ~has_content
-    step = max(1, _BLOCK_FLOATS // n)
-    rows_out, cols_out, vals_out = [], [], []
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        G = (Z[lo:hi] @ ZT).toarray() if sparse else Z[lo:hi] @ ZT
-        D = norms[lo:hi, None] + norms[None, :] - 2.0 * G
-        np.maximum(D, 0.0, out=D)
-        D[np.arange(hi - lo), np.arange(lo, hi)] = np.inf  # self is never a neighbour
-        D[:, no_content] = np.inf
-        D[no_content[lo:hi]] = np.inf
-        r, c = _select_k_smallest(D, k)
-        rows_out.append(r + lo)
-        cols_out.append(c)
-        vals_out.append(D[r, c])
-    rows, cols, vals = (np.concatenate(a) for a in (rows_out, cols_out, vals_out))
-    order = np.lexsort((cols, vals, rows))  # by row, then distance, then id
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return sp.csr_matrix((vals[order], cols[order].astype(np.int32), indptr), shape=(n, n))
 
+    def neg_distances(rows):
+        G = (Z[rows] @ ZT).toarray() if sparse else Z[rows] @ ZT
+        D = np.maximum(norms[rows, None] + norms[None, :] - 2.0 * G, 0.0)
+        D[:, ~has_content] = np.inf  # rows without content are nobody's neighbour
+        D[~has_content[rows]] = np.inf  # ... and have none
+        return -D
 
-def _select_k_smallest(D, k):
-    """``(rows, cols)`` of the ``min(k, #finite)`` smallest finite entries of each row of ``D``,
-    ties at the k-th value resolved towards smaller column ids; O(size of D)."""
-    kth = np.partition(D, k - 1, axis=1)[:, k - 1]
-    below = D < kth[:, None]
-    need = k - below.sum(axis=1)
-    at = D == kth[:, None]
-    at &= np.cumsum(at, axis=1) <= need[:, None]  # columns are in id order: the first `need` ties
-    chosen = (below | at) & np.isfinite(D)
-    return np.nonzero(chosen)
+    ids, neg = rank_dense_rows(
+        neg_distances, np.arange(n), k, n, drop_zero=False, drop_nonfinite=True, show_progress=show_progress,
+        desc="content affinity",
+    )  # fmt: skip
+    count = np.count_nonzero(ids >= 0, axis=1)
+    indptr = np.zeros(n + 1, INDEX_DTYPE)
+    np.cumsum(count, out=indptr[1:])
+    valid = ids >= 0
+    return sp.csr_matrix((-neg[valid], ids[valid].astype(INDEX_DTYPE), indptr), shape=(n, n))
 
 
 def top_fraction(S, frac, exclude_self):
     """CSR with ones at the ``ceil(frac * width)`` largest entries of each row of the dense block ``S``.
 
-    The collaborative relevance of issue 7 (sec. 3-4): with ``S`` the cosines of items' user
+    The collaborative relevance of the cold-start protocol: with ``S`` the cosines of items' user
     vectors, row ``q`` marks the ``5%`` (``frac=0.05``) nearest items of ``q``.  ``exclude_self``
     (``S`` square, rows = columns) leaves the diagonal out and counts ``width - 1`` columns.  Ties
-    go to the smaller column id.  ``S`` is modified when ``exclude_self``.
+    go to the smaller column id.
     """
     k = int(np.ceil(frac * (S.shape[1] - int(exclude_self))))
-    if exclude_self:
-        np.fill_diagonal(S, -np.inf)
-    cols = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    ids, _ = rank_dense_rows(
+        lambda rows: S[rows], np.arange(S.shape[0]), k, S.shape[1], exclude_self=exclude_self, drop_zero=False
+    )
     rows = np.repeat(np.arange(S.shape[0]), k)
-    return sp.csr_matrix((np.ones(rows.size), (rows, cols.ravel())), shape=S.shape)
+    return sp.csr_matrix((np.ones(rows.size), (rows, ids.ravel())), shape=S.shape)

@@ -30,7 +30,8 @@ from numba import njit, prange
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
-from .._validation import check_feedback, check_num_threads, check_positive_int, numba_threads
+from .._progress import progress_enabled
+from .._validation import check_feedback, check_num_threads, check_positive_int, check_sparse, numba_threads
 
 __all__ = ["MAX_GRAM_BYTES", "check_slim_params", "slim_weights"]
 
@@ -51,7 +52,7 @@ def slim_weights(
     max_iter=100,
     tol=1e-4,
     num_threads=0,
-    show_progress=False,
+    show_progress=None,
     max_gram_bytes=MAX_GRAM_BYTES,
 ) -> sp.csr_matrix:
     """Fit the SLIM (or, with ``neighbors``, fsSLIM) item-item weight matrix.
@@ -82,8 +83,8 @@ def slim_weights(
     num_threads : int
         Threads for the numba kernels, 0 = all.  Items are solved independently in a fixed
         coordinate order, so ``W`` does not depend on the number of threads.
-    show_progress : bool
-        Show a tqdm progress bar over items.
+    show_progress : bool or None
+        Show a tqdm progress bar over items (``None``: when standard error is a terminal).
     max_gram_bytes : int
         Memory bound for the dense Gram matrix, see ``MAX_GRAM_BYTES``.
 
@@ -94,20 +95,43 @@ def slim_weights(
         are ``X @ W``.  Exact zeros are not stored.
     """
     X = check_feedback(X)
-    n_items = X.shape[1]
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
-    num_threads = check_num_threads(num_threads)
+    check_num_threads(num_threads)
     max_gram_bytes = check_positive_int(max_gram_bytes, "max_gram_bytes")
-    for flag, name in ((positive, "positive"), (show_progress, "show_progress")):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    if not isinstance(positive, (bool, np.bool_)):
+        raise TypeError(f"positive must be a bool, got {positive!r}")
+    show_progress = progress_enabled(show_progress)
+    if neighbors is not None:
+        neighbors = _check_neighbors(neighbors, X.shape[1])
+    return fit_slim(X, l1, l2, neighbors, positive, max_iter, tol, num_threads, show_progress, max_gram_bytes)
+
+
+def fit_slim(
+    X,
+    l1,
+    l2,
+    neighbors=None,
+    positive=True,
+    max_iter=100,
+    tol=1e-4,
+    num_threads=0,
+    show_progress=False,
+    max_gram_bytes=MAX_GRAM_BYTES,
+) -> sp.csr_matrix:
+    """:func:`slim_weights` of a canonical feedback matrix, checked parameters and canonical
+    ``neighbors`` (sorted rows; the diagonal is dropped by the solver)."""
+    n_items = X.shape[1]
+    num_threads = check_num_threads(num_threads)
     full = neighbors is None
     if full:
-        nb_indptr = np.zeros(1, np.int64)
-        nb_indices = np.zeros(0, np.int64)
+        nb_indptr = np.zeros(1, np.int32)
+        nb_indices = np.zeros(0, np.int32)
         m_max = n_items - 1
     else:
-        nb_indptr, nb_indices = _check_neighbors(neighbors, n_items)
+        if not neighbors.has_sorted_indices:
+            neighbors = neighbors.copy()
+            neighbors.sort_indices()
+        nb_indptr, nb_indices = neighbors.indptr, neighbors.indices
         m_max = int(np.diff(nb_indptr).max(initial=0))
 
     gram_bytes = 4 * n_items * n_items
@@ -121,8 +145,8 @@ def slim_weights(
     Xc = X.tocsc()
     Xc.sort_indices()
     args = (
-        Xc.indptr.astype(np.int64),
-        Xc.indices.astype(np.int64),
+        Xc.indptr,
+        Xc.indices,
         nb_indptr,
         nb_indices,
         full,
@@ -134,7 +158,7 @@ def slim_weights(
     )
     with numba_threads(num_threads):
         if use_gram:
-            G = _dense_gram(X.indptr.astype(np.int64), X.indices.astype(np.int64), *args[:2], n_items)
+            G = _dense_gram(X.indptr, X.indices, *args[:2], n_items)
         else:
             G = np.zeros((0, 0), np.int32)
         W, n_unconverged = _solve_all(G, args, n_items, m_max, num_threads, show_progress, full)
@@ -170,19 +194,13 @@ def _check_penalty(value, name: str) -> float:
     return value
 
 
-def _check_neighbors(neighbors, n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return the CSR structure (int64 indptr, sorted unique indices) of a neighbours matrix."""
+def _check_neighbors(neighbors, n_items: int) -> sp.csr_matrix:
+    """The canonical CSR structure (sorted unique indices) of a neighbours matrix; values are ignored."""
     if not sp.issparse(neighbors):
         raise TypeError(f"neighbors must be a scipy.sparse matrix, got {type(neighbors).__name__}")
     if neighbors.shape != (n_items, n_items):
         raise ValueError(f"neighbors must have shape ({n_items}, {n_items}) (items x items), got {neighbors.shape}")
-    nb = sp.csr_matrix(neighbors, copy=True)
-    try:
-        nb.check_format(full_check=True)
-    except ValueError as exc:
-        raise ValueError(f"neighbors is a malformed sparse matrix: {exc}") from None
-    nb.sum_duplicates()  # also sorts the indices
-    return nb.indptr.astype(np.int64), nb.indices.astype(np.int64)
+    return check_sparse(neighbors, "neighbors", allow_empty=True, nonnegative=False)
 
 
 def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):
@@ -224,7 +242,7 @@ def _dense_gram(indptr, indices, c_indptr, c_indices, n_items):
 def _candidates(i, n_items, nb_indptr, nb_indices, full):
     """Allowed regressors of item ``i`` (sorted global ids, ``i`` excluded)."""
     if full:
-        out = np.empty(n_items - 1, np.int64)
+        out = np.empty(n_items - 1, np.int32)
         out[:i] = np.arange(i)
         out[i:] = np.arange(i + 1, n_items)
         return out
@@ -288,7 +306,7 @@ def _solve_chunk(
                 h[a] = g_diag[idx[a]]
         else:
             H, b = _local_gram(i, idx, c_indptr, c_indices)
-            hidx = np.arange(m)
+            hidx = np.arange(m).astype(idx.dtype)
             h = np.diag(H).astype(np.float64)
         yy = c_indptr[i + 1] - c_indptr[i]  # ||x_i||^2 = number of users of item i
         status[t] = _coordinate_descent(H, hidx, h, b, yy, l1, l2, positive, max_iter, tol, coef[t, :m])

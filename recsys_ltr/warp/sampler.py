@@ -92,7 +92,15 @@ from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 from recsys_ltr._rng import randint, seed_state
-from recsys_ltr._validation import check_feedback, check_num_threads, check_positive_int, check_real, numba_threads
+from recsys_ltr._validation import (
+    INDEX_DTYPE,
+    check_feedback,
+    check_num_threads,
+    check_positive_int,
+    check_real,
+    check_seed,
+    numba_threads,
+)
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 
@@ -102,6 +110,7 @@ _REJECT, _COUNT, _EXPLICIT = 0, 1, 2
 _BY_LOSS, _BY_TABLE = 0, 1
 _NAN = -2  # sentinel ``neg`` of a round whose scores were NaN
 _BATCH_SALT = 1
+_DIVERGED = "score_fn returned NaN or an infinite score: the model has diverged (lower the learning rate?)"
 
 
 class WarpStats(NamedTuple):
@@ -181,25 +190,26 @@ def _draw_negative(spec, rng, row, q):
 @njit  # not cached: it may take numba dispatchers, whose type names are not stable across runs
 def _sample(spec, model_state, score_fn, rng, row):
     """One β-WSS round: returns ``(q, pos, neg, n_s, weight)``; ``neg = -1`` and ``n_s = β_q``
-    when no violator was found, ``neg = _NAN`` when ``score_fn`` returned NaN."""
+    when no violator was found, ``neg = _NAN`` when ``score_fn`` returned NaN, a non-finite score
+    for the positive, or ``+inf`` for a negative (``-inf`` marks a negative that never violates)."""
     queries, rel_indptr, rel_indices = spec[0], spec[1], spec[2]
     n_irr, beta, table, weight_mode, margin = spec[6], spec[7], spec[8], spec[10], spec[13]
     q = queries[randint(rng, row, queries.size)]
     s = rel_indptr[q]
     pos = np.int64(rel_indices[s + randint(rng, row, rel_indptr[q + 1] - s)])
     threshold = score_fn(model_state, q, pos) - margin
-    if np.isnan(threshold):
+    if not np.isfinite(threshold):
         return q, pos, np.int64(_NAN), np.int64(0), 0.0
     for n_s in range(1, beta[q] + 1):
         neg = _draw_negative(spec, rng, row, q)
         if neg < 0:
             continue
         s_neg = score_fn(model_state, q, neg)
+        if np.isnan(s_neg) or s_neg == np.inf:
+            return q, pos, np.int64(_NAN), n_s, 0.0
         if s_neg > threshold:
             w = table[n_irr[q] // n_s] if weight_mode == _BY_LOSS else table[n_s - 1]
             return q, pos, neg, n_s, w
-        if np.isnan(s_neg):
-            return q, pos, np.int64(_NAN), n_s, 0.0
     return q, pos, np.int64(-1), beta[q], 0.0
 
 
@@ -378,15 +388,79 @@ class WarpSampler:
         compile_mode: str = "pointer",
     ):
         R = check_feedback(relevant, "relevant")
+        Q = None if irrelevant is None else check_feedback(irrelevant, "irrelevant", allow_empty=True)
+        self._setup(
+            R,
+            Q,
+            exclude_self,
+            positive_draws,
+            beta,
+            kappa,
+            gamma,
+            min_beta,
+            loss,
+            k,
+            normalize,
+            estimator,
+            margin,
+            random_state,
+            num_threads,
+            compile_mode,
+        )
+
+    @classmethod
+    def trusted(cls, relevant, irrelevant=None, **settings) -> WarpSampler:
+        """A sampler over canonical binary CSR ``relevant`` (and ``irrelevant``) built by this
+        package: the matrices are not checked again; the other settings are."""
+        self = cls.__new__(cls)
+        defaults = dict(
+            exclude_self=False,
+            positive_draws="reject",
+            beta=None,
+            kappa=None,
+            gamma=None,
+            min_beta=0,
+            loss=None,
+            k=None,
+            normalize=True,
+            estimator=None,
+            margin=1.0,
+            random_state=None,
+            num_threads=1,
+            compile_mode="pointer",
+        )
+        unknown = set(settings) - set(defaults)
+        if unknown:
+            raise TypeError(f"unknown WarpSampler settings {sorted(unknown)}")
+        self._setup(relevant, irrelevant, **{**defaults, **settings})
+        return self
+
+    def _setup(
+        self,
+        R,
+        Q,
+        exclude_self,
+        positive_draws,
+        beta,
+        kappa,
+        gamma,
+        min_beta,
+        loss,
+        k,
+        normalize,
+        estimator,
+        margin,
+        random_state,
+        num_threads,
+        compile_mode,
+    ):
         self.n_queries, self.n_items = R.shape
-        if self.n_items >= 2**31:
-            raise ValueError(f"at most 2**31 - 1 items are supported, got {self.n_items}")
         if positive_draws not in ("reject", "count"):
             raise ValueError(f"positive_draws must be 'reject' or 'count', got {positive_draws!r}")
         n_rel = np.diff(R.indptr).astype(np.int64)
-        if irrelevant is None:
+        if Q is None:
             mode = _REJECT if positive_draws == "reject" else _COUNT
-            irr_indptr, irr_indices = np.zeros(1, np.int64), np.zeros(0, np.int32)
+            irr_indptr, irr_indices = np.zeros(1, INDEX_DTYPE), np.zeros(0, INDEX_DTYPE)
             self_rank, n_true_irr = self._complement_sizes(R, n_rel, bool(exclude_self))
         else:
             if exclude_self or positive_draws != "reject":
@@ -395,14 +469,13 @@ class WarpSampler:
                     "with explicit irrelevant sets, leave the query out of its own list instead"
                 )
             mode = _EXPLICIT
-            Q = check_feedback(irrelevant, "irrelevant", allow_empty=True)
             if Q.shape != R.shape:
                 raise ValueError(f"shape mismatch: relevant is {R.shape} but irrelevant is {Q.shape}")
             overlap = R.multiply(Q).nnz
             if overlap:
                 raise ValueError(f"relevant and irrelevant share {overlap} (query, item) pair(s)")
-            irr_indptr, irr_indices = Q.indptr.astype(np.int64), Q.indices.astype(np.int32)
-            self_rank, n_true_irr = np.full(self.n_queries, -1, np.int64), np.diff(irr_indptr)
+            irr_indptr, irr_indices = Q.indptr, Q.indices
+            self_rank, n_true_irr = np.full(self.n_queries, -1, np.int64), np.diff(irr_indptr).astype(np.int64)
         self.n_irr = (
             n_true_irr
             if mode != _COUNT
@@ -413,21 +486,19 @@ class WarpSampler:
         if self.queries.size == 0:
             raise ValueError("no query has a relevant item, an irrelevant item and beta_q >= 1: nothing to sample")
         weight_mode, self.table = self._weight_table(loss, k, normalize, estimator)
-        margin = float(margin)
-        if not np.isfinite(margin) or margin < 0:
-            raise ValueError(f"margin must be finite and >= 0, got {margin}")
-        self.margin = margin
+        self.margin = margin = check_real(margin, "margin", low=0.0)
         self.num_threads = check_num_threads(num_threads)
         if compile_mode not in ("pointer", "inline"):
             raise ValueError(f"compile_mode must be 'pointer' or 'inline', got {compile_mode!r}")
         self.compile_mode = compile_mode
         if isinstance(random_state, np.random.Generator) or random_state is None:
             random_state = int(seed_state(random_state, 1)[0, 0])
+        random_state = check_seed(random_state)
         self._seed = random_state
         self._rng = seed_state(random_state, self.num_threads)
         self._batch_rng = seed_state(random_state, 1, salt=_BATCH_SALT)
         self._spec = (
-            self.queries, R.indptr.astype(np.int64), R.indices.astype(np.int32), irr_indptr,
+            self.queries, R.indptr, R.indices, irr_indptr,
             irr_indices, self_rank, self.n_irr, self.beta_q, self.table, np.int64(mode),
             np.int64(weight_mode), np.int64(self.n_items), bool(exclude_self), np.float64(margin),
         )  # fmt: skip
@@ -466,27 +537,27 @@ class WarpSampler:
             raise ValueError("k is only used with a loss kind, not with a loss array")
         return _BY_LOSS, _check_curve(loss, n_max + 1, "loss")
 
-    def sgd(self, model_state, score_fn, update_fn, n_samples: int, learning_rate: float, *, rows=None) -> WarpStats:
+    def sgd(self, model_state, score_fn, update_fn, n_samples: int, learning_rate: float, *, rows) -> WarpStats:
         """Run ``n_samples`` β-WSS rounds of lock-free SGD through ``update_fn`` (Alg. 3.2 / 4.2).
 
-        Returns :class:`WarpStats`.  ``model_state`` is updated in place.  ``rows`` (see
-        :meth:`check_rows`) lets the sampler check that the state covers every query and item.
-        Raises ``FloatingPointError`` if ``score_fn`` returns NaN (the model has diverged).
+        Returns :class:`WarpStats`.  ``model_state`` is updated in place.  ``rows`` (required, see
+        :meth:`check_rows`) declares which state arrays are indexed by query and by item; they are
+        checked to cover every query and item before any kernel runs.  Raises
+        ``FloatingPointError`` if ``score_fn`` returns NaN or an infinite score where a finite
+        one is needed (the model has diverged).
         """
         _check_dispatcher(score_fn, "score_fn")
         _check_dispatcher(update_fn, "update_fn")
         model_state = self.check_rows(self._check_state(model_state), rows)
         n_samples = check_positive_int(n_samples, "n_samples", minimum=0)
-        lr = float(learning_rate)
-        if not np.isfinite(lr):
-            raise ValueError(f"learning_rate must be finite, got {learning_rate!r}")
+        lr = check_real(learning_rate, "learning_rate")
         with numba_threads(self.num_threads):
             counts = warp_sgd(
                 self._spec, model_state, score_fn, update_fn, self._rng, self.num_threads, n_samples, lr,
                 self.compile_mode,
             )  # fmt: skip
         if counts[3]:
-            raise FloatingPointError("score_fn returned NaN: the model has diverged (lower the learning rate?)")
+            raise FloatingPointError(_DIVERGED)
         return WarpStats(*(int(c) for c in counts[:3]))
 
     def minibatch(
@@ -497,14 +568,14 @@ class WarpSampler:
         require_violation: bool = True,
         max_tries: int = 100,
         *,
-        rows=None,
+        rows,
     ) -> Minibatch:
         """Collect ``batch_size`` triplets with the current model (Alg. 3.4, minibatch variant).
 
         With ``require_violation`` each slot redraws ``(q, pos)`` until a violator is found (at
         most ``max_tries`` rounds); otherwise each slot is exactly one round, and a slot without a
         violator still reports its ``(q, pos)`` (for a regulariser on it, Alg. 3.4 line 16).
-        ``rows`` as in :meth:`sgd`; NaN scores raise ``FloatingPointError``.
+        ``rows`` as in :meth:`sgd`; non-finite scores raise ``FloatingPointError``.
         """
         _check_dispatcher(score_fn, "score_fn")
         model_state = self.check_rows(self._check_state(model_state), rows)
@@ -517,19 +588,26 @@ class WarpSampler:
         with numba_threads(self.num_threads):
             out = warp_minibatch(self._spec, model_state, score_fn, self._batch_rng, b, tries, self.compile_mode)
         if np.any(out[2] == _NAN):
-            raise FloatingPointError("score_fn returned NaN: the model has diverged (lower the learning rate?)")
+            raise FloatingPointError(_DIVERGED)
         return Minibatch(*out)
 
     def check_rows(self, model_state, rows):
         """Check that the model can be indexed by every query and item the kernels may pass.
 
         ``rows`` maps a position in ``model_state`` to ``"query"`` or ``"item"``: that array's
-        first dimension must cover ``n_queries`` or ``n_items`` (e.g. :data:`DOT_ROWS` for
-        :func:`dot_score`).  The kernels trust the model's functions, so a model whose state is
-        too small would otherwise read out of bounds.
+        first dimension must cover ``n_queries`` or ``n_items`` (e.g.
+        :data:`~recsys_ltr.warp.dot.DOT_ROWS` for :func:`~recsys_ltr.warp.dot.dot_score`); ``{}``
+        declares that no state array is indexed by query or item.  The kernels trust the model's
+        functions, so a model whose state is too small would otherwise read out of bounds.
         """
-        for pos, kind in (rows or {}).items():
-            need = {"query": self.n_queries, "item": self.n_items}[kind]
+        if not isinstance(rows, dict):
+            raise TypeError(f"rows must be a dict {{position: 'query' | 'item'}}, got {type(rows).__name__}")
+        for pos, kind in rows.items():
+            if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < len(model_state):
+                raise ValueError(f"rows names position {pos!r}, but model_state has {len(model_state)} entries")
+            if kind not in ("query", "item"):
+                raise ValueError(f"rows[{pos}] must be 'query' or 'item', got {kind!r}")
+            need = self.n_queries if kind == "query" else self.n_items
             have = np.shape(model_state[pos])[0] if np.ndim(model_state[pos]) else 0
             if have < need:
                 raise ValueError(f"model_state[{pos}] has {have} rows but the sampler has {need} {kind}s")

@@ -1,0 +1,312 @@
+"""Top-k selection, the one module for it: numba primitives and the row-ranking kernels.
+
+Order used everywhere: a larger primary key (score) first, then a larger secondary key (e.g.
+training popularity, the evaluator's tie rule), then the smaller id.  Distances are ranked by
+passing their negation.
+
+* :func:`better`, :func:`heap_offer`, :func:`heap_sort_best_first` -- a bounded heap whose root is
+  the worst kept element (O(m log k) over m candidates);
+* :func:`select_best_positive` -- linear-time selection of positive values by a histogram of
+  their bit patterns (the similarity kernel's hot path);
+* :func:`top_k_dense` -- the best ``k`` columns of every row of a dense block, with per-row and
+  global exclusions (``recommend``, content neighbours, ``similar_items`` of dense models);
+* :func:`top_k_sparse` -- the best ``k`` stored entries of every row of a CSR matrix
+  (``similar_items`` of sparse models, ``ktrunc``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+from tqdm.auto import tqdm
+
+__all__ = [
+    "BLOCK_FLOATS",
+    "better",
+    "heap_offer",
+    "heap_sort_best_first",
+    "rank_dense_rows",
+    "rank_sparse_rows",
+    "select_best_positive",
+    "top_k_dense",
+    "top_k_sparse",
+]
+
+#: Bound on one dense block of scores or distances held at once (32 MiB of float64).
+BLOCK_FLOATS = 2**22
+
+
+# ------------------------------------------------------------------------------ bounded heap
+@njit(cache=True, inline="always")
+def better(a, b, primary, secondary):
+    """Whether element ``a`` ranks before ``b``."""
+    pa = primary[a]
+    pb = primary[b]
+    if pa != pb:
+        return pa > pb
+    sa = secondary[a]
+    sb = secondary[b]
+    if sa != sb:
+        return sa > sb
+    return a < b
+
+
+@njit(cache=True)
+def _sift_down(heap, size, pos, primary, secondary):
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            return
+        if child + 1 < size and better(heap[child], heap[child + 1], primary, secondary):
+            child += 1  # the worse of the two children
+        if better(heap[pos], heap[child], primary, secondary):
+            heap[pos], heap[child] = heap[child], heap[pos]
+            pos = child
+        else:
+            return
+
+
+@njit(cache=True)
+def heap_offer(heap, size, cand, primary, secondary):
+    """Offer ``cand`` to a bounded heap of capacity ``len(heap)``; return the new size."""
+    if size < heap.shape[0]:
+        pos = size
+        heap[pos] = cand
+        while pos > 0:
+            parent = (pos - 1) // 2
+            if better(heap[parent], heap[pos], primary, secondary):
+                heap[parent], heap[pos] = heap[pos], heap[parent]
+                pos = parent
+            else:
+                break
+        return size + 1
+    if size > 0 and better(cand, heap[0], primary, secondary):
+        heap[0] = cand
+        _sift_down(heap, size, 0, primary, secondary)
+    return size
+
+
+@njit(cache=True)
+def heap_sort_best_first(heap, size, primary, secondary):
+    """Sort ``heap[:size]`` in place, best element first."""
+    for last in range(size - 1, 0, -1):
+        heap[0], heap[last] = heap[last], heap[0]
+        _sift_down(heap, last, 0, primary, secondary)
+
+
+# ------------------------------------------------------------------------------ linear-time selection
+@njit(cache=True)
+def _kth_largest(a, m, k):
+    """The ``k``-th largest of ``a[:m]`` by Hoare quickselect (reorders ``a[:m]``)."""
+    target = m - k  # position in ascending order
+    lo = 0
+    hi = m - 1
+    while lo < hi:
+        x, y, z = a[lo], a[(lo + hi) >> 1], a[hi]
+        pivot = max(min(x, y), min(max(x, y), z))  # median of three
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            break  # a[j+1:i] all equal the pivot
+    return a[target]
+
+
+@njit(cache=True)
+def _take_best(cand, vals, m, need, out, start, scratch):
+    """Write the best ``need <= m`` of ``cand[:m]`` (values ``vals[:m]``, ties: smaller id) to
+    ``out[start:start + need]`` in no particular order.  Reorders the prefix of ``cand``."""
+    if need == m:
+        out[start : start + m] = cand[:m]
+        return
+    scratch[:m] = vals[:m]
+    kth = _kth_largest(scratch, m, need)
+    pos = start
+    n_ties = 0
+    for t in range(m):
+        if vals[t] > kth:
+            out[pos] = cand[t]
+            pos += 1
+        elif vals[t] == kth:
+            cand[n_ties] = cand[t]  # t >= n_ties: that part of the prefix is already read
+            n_ties += 1
+    ties = np.sort(cand[:n_ties])
+    out[pos : start + need] = ties[: start + need - pos]
+
+
+# Histogram pre-selection: the bit pattern of a positive double increases with its value, so
+# its top bits (exponent and 6 mantissa bits: 64 buckets an octave from 2**-24 up) give
+# monotone buckets.  One counting pass finds the bucket holding the k-th largest value; only
+# that bucket needs an exact selection.
+_SHIFT = 46
+_BASE = int(np.float64(2.0**-24).view(np.int64)) >> _SHIFT
+N_BUCKETS = 25 * 64 + 1
+
+
+@njit(cache=True)
+def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary, out):
+    """Best ``min(k, m)`` of ``cand[:m]`` (positive values ``vals[:m]`` = ``primary[cand]``,
+    ``bits`` = ``vals`` viewed as int64; ``hist`` of length :data:`N_BUCKETS`, all zeros) into
+    ``out``, best first (ties: smaller id), in time linear in ``m``; returns their number and
+    leaves ``hist`` zeroed."""
+    if m > k:
+        edge = 0  # becomes the highest bucket used
+        for t in range(m):
+            q = min(max((bits[t] >> _SHIFT) - _BASE, 0), N_BUCKETS - 1)
+            bucket[t] = q
+            hist[q] += 1
+            edge = max(edge, q)
+        above = 0
+        while above + hist[edge] < k:
+            above += hist[edge]
+            edge -= 1
+        size = 0
+        n_edge = 0
+        for t in range(m):
+            q = bucket[t]
+            hist[q] = 0  # leave the histogram zeroed for the next row
+            if q > edge:
+                out[size] = cand[t]
+                size += 1
+            elif q == edge:
+                cand[n_edge] = cand[t]  # n_edge <= t: compacting in place is safe
+                vals[n_edge] = vals[t]
+                n_edge += 1
+        _take_best(cand, vals, n_edge, k - size, out, size, scratch)
+        m = k
+    else:
+        out[:m] = cand[:m]
+    ids = np.sort(out[:m])  # then a stable sort by value: ties stay in id order
+    out[:m] = ids[np.argsort(-primary[ids], kind="mergesort")]
+    return m
+
+
+# ------------------------------------------------------------------------------ row kernels
+@njit(parallel=True, cache=True)
+def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, drop_nonfinite, out_ids, out_scores):
+    """Best ``out_ids.shape[1]`` columns of every row of the dense ``scores`` block.
+
+    Row ``r`` skips the columns in ``ex_indices[ex_indptr[r]:ex_indptr[r + 1]]`` and every column
+    with ``excluded[c]``; ``drop_zero`` skips columns scored 0 and ``drop_nonfinite`` those scored
+    ``-inf``/``+inf``/NaN.  Order: score, then ``secondary``, then smaller id.  Rows with fewer candidates are padded
+    with id ``-1`` and score ``-inf``.  Inputs are trusted (ids in range, shapes matching).
+    """
+    n_out = out_ids.shape[1]
+    for r in prange(scores.shape[0]):
+        skip = excluded.copy()
+        for p in range(ex_indptr[r], ex_indptr[r + 1]):
+            skip[ex_indices[p]] = True
+        row = scores[r]
+        heap = np.empty(n_out, np.int64)
+        size = 0
+        for i in range(row.shape[0]):
+            v = row[i]
+            if skip[i] or (drop_zero and v == 0.0) or (drop_nonfinite and not np.isfinite(v)):
+                continue
+            if size == n_out and not better(i, heap[0], row, secondary):
+                continue
+            size = heap_offer(heap, size, i, row, secondary)
+        heap_sort_best_first(heap, size, row, secondary)
+        for t in range(size):
+            out_ids[r, t] = heap[t]
+            out_scores[r, t] = row[heap[t]]
+        for t in range(size, n_out):
+            out_ids[r, t] = -1
+            out_scores[r, t] = -np.inf
+
+
+@njit(parallel=True, cache=True)
+def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, out_count):
+    """Best ``out_ids.shape[1]`` stored entries of every row of a CSR matrix with sorted indices
+    (value descending, ties by smaller column), non-zero values only (``positive_only``: > 0);
+    ``skip_diagonal`` leaves column ``r`` out of row ``r``.  Writes the columns, best first, and
+    their number per row."""
+    k = out_ids.shape[1]
+    for i in prange(indptr.shape[0] - 1):
+        lo = indptr[i]
+        hi = indptr[i + 1]
+        # heap over positions in the row: sorted indices make "smaller position" = "smaller id"
+        key = data[lo:hi]
+        tie = np.zeros(hi - lo)
+        heap = np.empty(min(k, hi - lo), np.int64)
+        size = 0
+        for p in range(hi - lo):
+            v = key[p]
+            if v == 0.0 or (positive_only and v < 0.0) or (skip_diagonal and indices[lo + p] == i):
+                continue
+            size = heap_offer(heap, size, p, key, tie)
+        heap_sort_best_first(heap, size, key, tie)
+        for t in range(size):
+            out_ids[i, t] = indices[lo + heap[t]]
+        out_count[i] = size
+
+
+# ------------------------------------------------------------------------------ Python helpers
+def rank_sparse_rows(S: sp.csr_matrix, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_out`` largest non-zero entries of every row of the canonical CSR ``S``, ties by
+    smaller column, as ``(ids, scores)`` of shape ``(n_rows, n_out)`` padded with ``-1``/``-inf``."""
+    ids = np.full((S.shape[0], n_out), -1, np.int64)
+    count = np.zeros(S.shape[0], np.int64)
+    top_k_sparse(S.indptr, S.indices, S.data, False, False, ids, count)
+    scores = np.full(ids.shape, -np.inf)
+    valid = ids >= 0
+    rows = np.broadcast_to(np.arange(S.shape[0])[:, None], ids.shape)
+    scores[valid] = np.asarray(S[rows[valid], ids[valid]]).ravel()
+    return ids, scores
+
+
+def rank_dense_rows(
+    rows_of,
+    items,
+    n_out,
+    n_cols,
+    *,
+    exclude_self=True,
+    drop_zero=True,
+    drop_nonfinite=False,
+    show_progress=False,
+    desc="",
+):
+    """Best ``n_out`` columns of the dense rows ``rows_of(chunk)`` (one per id of ``chunk``,
+    ``n_cols`` columns) for every id of ``items``, in chunks of at most :data:`BLOCK_FLOATS`
+    floats; ``exclude_self`` leaves column ``items[r]`` out of its own row, ``drop_zero`` and
+    ``drop_nonfinite`` as in :func:`top_k_dense`.  Ties by smaller id.  ``show_progress``: a
+    tqdm bar (named ``desc``) over the chunks."""
+    out_ids = np.empty((items.size, n_out), np.int64)
+    out_scores = np.empty((items.size, n_out))
+    no_secondary = np.zeros(n_cols)
+    excluded = np.zeros(n_cols, dtype=np.bool_)
+    step = max(1, BLOCK_FLOATS // n_cols)
+    with tqdm(total=items.size, desc=desc, unit="row", disable=not show_progress) as bar:
+        for lo in range(0, items.size, step):
+            chunk = items[lo : lo + step]
+            ex_indptr = (
+                np.arange(chunk.size + 1, dtype=np.int32) if exclude_self else np.zeros(chunk.size + 1, np.int32)
+            )
+            block = np.ascontiguousarray(rows_of(chunk), dtype=np.float64)
+            top_k_dense(
+                block,
+                no_secondary,
+                ex_indptr,
+                chunk.astype(np.int32),
+                excluded,
+                drop_zero,
+                drop_nonfinite,
+                out_ids[lo : lo + step],
+                out_scores[lo : lo + step],
+            )
+            bar.update(chunk.size)
+    return out_ids, out_scores
