@@ -48,15 +48,14 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
-from recsys_ltr._io import DenseStateIO
+from recsys_ltr._progress import progress, progress_enabled
 from recsys_ltr._validation import check_num_threads, check_positive_int, check_real, numba_threads
 from recsys_ltr.metric_learning._admm import ADMMState, Constraints, admm_solve
+from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._oracles import LOSSES, oracle_block
 from recsys_ltr.metric_learning.frml import _check_labels, _square_pairs, label_relevance
 
@@ -68,10 +67,12 @@ _PENALTIES = ("l21", "l1")
 _MAX_IDLE = 50  # cutting-plane rounds a constraint may stay inactive before it leaves the working set
 
 
-class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
-    """Shared fitting, metric-learn interface and persistence of :class:`MLR` and :class:`RMLR`."""
+class _MLRBase(MahalanobisMixin, BaseEstimator):
+    """Shared fitting and persistence of :class:`MLR` and :class:`RMLR` (the metric-learn interface
+    comes from :class:`~recsys_ltr.metric_learning._base.MahalanobisMixin`)."""
 
-    _penalty = None  # None (MLR) or one of _PENALTIES
+    _state_attributes = ("components_", "objective_", "lower_bound_")
+    _accepts_sparse = True  # densified by fit: W is a dense d x d matrix anyway
 
     # -------------------------------------------------------------------------- parameters
     def _check_params(self):
@@ -89,9 +90,9 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
         check_positive_int(self.max_rounds, "max_rounds")
         check_positive_int(self.admm_max_iter, "admm_max_iter")
         check_num_threads(self.num_threads)
-        for name in ("show_progress", "warm_start"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        progress_enabled(self.show_progress)
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be a bool, got {self.warm_start!r}")
         return k, self._check_penalty()
 
     def _check_penalty(self):
@@ -133,12 +134,11 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
             state = self._cutting_plane(Xc, R, Q, LOSSES.index(self.loss), k, penalty, lam)
         L = state.L if state.L.shape[1] else np.zeros((d, 1))
         self.components_ = np.ascontiguousarray(L.T)
-        self.n_features_in_ = d
         self.fit_time_ = time.perf_counter() - start
         return self
 
     def _check_X(self, X):
-        X = check_array(X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=3, input_name="X")
+        X = self._validate(X, reset=True, min_samples=3)
         if sp.issparse(X):
             X = X.toarray()
         constant = np.flatnonzero(np.ptp(X, axis=0) == 0)
@@ -191,7 +191,7 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
         admm_iters, solved = admm_solve(A, state, C, lam, penalty, **admm) if A.m else (0, True)  # new C, λ
         sets = _int64_csr(R) + (_int64_csr(Q) if Q is not None else _int64_csr(R)) + (Q is not None,)
         self.converged_ = False
-        with tqdm(total=self.max_rounds, desc=type(self).__name__, unit="round", disable=not self.show_progress) as bar:
+        with progress(self.show_progress, total=self.max_rounds, desc=type(self).__name__, unit="round") as bar:
             for _ in range(self.max_rounds):
                 delta_hat, Psi_hat = _oracle(X, state.L, sets, code, k)
                 violation = delta_hat - float(np.vdot(state.Z, Psi_hat))
@@ -224,66 +224,12 @@ class _MLRBase(DenseStateIO, TransformerMixin, BaseEstimator):
         self._working_set = (key, A, state)
         return state
 
-    # -------------------------------------------------------------------------- metric-learn API
-    _state = {"components_": 2}
-    _optional_state = {"objective_": 1, "lower_bound_": 1}
-
-    def _check_fitted(self):
-        check_is_fitted(self, "components_")
-
-    def _check_loaded_params(self):
-        self._check_params()
-
-    def _restore(self, path):
-        r, d = self.components_.shape
-        if r == 0 or d == 0:
-            raise ValueError(f"{path}: components_ has shape {(r, d)}")
-        self.n_features_in_ = d
-
-    def transform(self, X) -> np.ndarray:
-        """Embed ``X`` so that Euclidean distances are learned distances: ``X @ components_ᵀ``."""
-        self._check_fitted()
-        X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} "
-                "features as input"
-            )
-        return np.asarray(X @ self.components_.T)
-
-    def get_mahalanobis_matrix(self) -> np.ndarray:
-        """The learned ``d x d`` matrix ``W = components_ᵀ components_``."""
-        self._check_fitted()
-        return self.components_.T @ self.components_
-
-    def pair_distance(self, pairs) -> np.ndarray:
-        """Learned distance ``sqrt((x - x')ᵀ W (x - x'))`` of each pair, ``pairs`` of shape (n, 2, d)."""
-        self._check_fitted()
-        pairs = np.asarray(pairs, dtype=np.float64)
-        if pairs.ndim != 3 or pairs.shape[1] != 2:
-            raise ValueError(f"pairs must have shape (n_pairs, 2, n_features), got {pairs.shape}")
-        diff = self.transform(pairs[:, 0]) - self.transform(pairs[:, 1])
-        return np.sqrt((diff * diff).sum(axis=1))
-
-    def pair_score(self, pairs) -> np.ndarray:
-        """Similarity of each pair: ``-pair_distance(pairs)`` (metric-learn's convention)."""
-        return -self.pair_distance(pairs)
-
-    def get_metric(self):
-        """A function ``metric(u, v)`` returning the learned distance of two 1-D points."""
-        self._check_fitted()
-        components = self.components_.copy()
-
-        def metric(u, v):
-            diff = components @ (np.asarray(u, dtype=np.float64) - np.asarray(v, dtype=np.float64))
-            return float(np.sqrt(diff @ diff))
-
-        return metric
+    def _required_state(self):
+        return ("components_",)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
-        tags.input_tags.sparse = True  # densified: W is a dense d x d matrix anyway
         return tags
 
 
@@ -362,8 +308,8 @@ _COMMON_DOC = """
         or the penalty, so a grid over them shares its cutting planes); otherwise start afresh.
     num_threads : int
         Threads of the oracle (numba) and of BLAS (0 = all cores numba sees).
-    show_progress : bool
-        tqdm bar over cutting-plane rounds.
+    show_progress : bool or None
+        tqdm bar over cutting-plane rounds (None: when standard error is a terminal).
 
     Attributes
     ----------
@@ -407,7 +353,7 @@ class MLR(_MLRBase):
         admm_tol=1e-3,
         warm_start=False,
         num_threads=0,
-        show_progress=False,
+        show_progress=None,
     ):
         self.loss = loss
         self.k = k
@@ -450,7 +396,7 @@ class RMLR(_MLRBase):
         admm_tol=1e-3,
         warm_start=False,
         num_threads=0,
-        show_progress=False,
+        show_progress=None,
     ):
         self.loss = loss
         self.k = k
