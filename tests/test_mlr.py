@@ -616,8 +616,10 @@ def test_save_load_round_trip(tmp_path, fitted, data):
     assert back.get_params() == fitted.get_params()
     np.testing.assert_array_equal(back.transform(X), fitted.transform(X))
     np.testing.assert_array_equal(back.objective_, fitted.objective_)
-    with pytest.raises(ValueError, match="holds a 'RMLR', not a MLR"):
-        MLR.load(tmp_path / "rmlr.npz")
+    assert type(MLR.load(tmp_path / "rmlr.npz")) is RMLR  # an R-MLR is an MLR with a penalty
+    MLR(num_threads=1).fit(X, data[1]).save(tmp_path / "mlr")
+    with pytest.raises(ValueError, match="holds a 'MLR', not a RMLR"):
+        RMLR.load(tmp_path / "mlr.npz")
     with np.load(tmp_path / "rmlr.npz") as f:
         arrays = {k: f[k] for k in f.files}
     arrays["header"] = np.array(str(arrays["header"]).replace('"lam": 0.5', '"lam": -1.0'))

@@ -367,13 +367,14 @@ class MLR(_MLRBase):
         self.show_progress = show_progress
 
 
-class RMLR(_MLRBase):
+class RMLR(MLR):
     __doc__ = (
         """Robust metric learning to rank (R-MLR, Eq. 2.2, Alg. 2.1-2.2) and l1-MLR (sec. 2.4).
 
-    ``penalty="l21"`` adds ``λ ||W||_2,1 = λ Σ_i ||W_i·||_2``, which drives whole rows and columns
-    of ``W`` (input features) to zero; ``penalty="l1"`` adds ``λ Σ_ij |W_ij|`` (l1-MLR, the
-    element-wise variant the chapter compares with; its V-update is a soft threshold).
+    An :class:`MLR` with a penalty: ``penalty="l21"`` adds ``λ ||W||_2,1 = λ Σ_i ||W_i·||_2``, which
+    drives whole rows and columns of ``W`` (input features) to zero; ``penalty="l1"`` adds
+    ``λ Σ_ij |W_ij|`` (l1-MLR, the element-wise variant the chapter compares with; its V-update is
+    a soft threshold, with no inner ADMM).
 
     Parameters
     ----------
@@ -398,18 +399,11 @@ class RMLR(_MLRBase):
         num_threads=0,
         show_progress=None,
     ):
-        self.loss = loss
-        self.k = k
-        self.C = C
+        super().__init__(
+            loss, k, C, epsilon, max_rounds, admm_max_iter, admm_tol, warm_start, num_threads, show_progress
+        )
         self.lam = lam
         self.penalty = penalty
-        self.epsilon = epsilon
-        self.max_rounds = max_rounds
-        self.admm_max_iter = admm_max_iter
-        self.admm_tol = admm_tol
-        self.warm_start = warm_start
-        self.num_threads = num_threads
-        self.show_progress = show_progress
 
     def _check_penalty(self):
         if self.penalty not in _PENALTIES:
