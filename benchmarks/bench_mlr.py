@@ -31,6 +31,7 @@ Usage::
     python benchmarks/bench_mlr.py [--datasets iris wine breast_cancer digits] [--dims 32 64 128 256]
         [--splits 5] [--digits-splits 5] [--digits-n 500] [--no-peers] [--out run.json]
     python benchmarks/bench_mlr.py --report run1.json run2.json   # reprint saved runs together
+    python benchmarks/bench_mlr.py --costs   # CPU time of each step of an ADMM iteration by d
 
 ``fit s`` is the median over splits of the CPU seconds of one fit of the chosen setting, ``grid s``
 the median CPU seconds of the whole grid (warm-started for the MLR family), ``E`` the mean
@@ -292,6 +293,30 @@ def wilcoxon_table(all_results):
         )
 
 
+def cost_breakdown():
+    """CPU seconds of one call of each step of an R-MLR fit, by ``d`` (medians of 5 calls)."""
+    from recsys_ltr.metric_learning._admm import Constraints, project_psd, prox_l21_symmetric, w_update
+
+    rng = np.random.default_rng(0)
+    print("\n## cost of one step by d (CPU ms, median of 5): PSD projection (eigh), W-update (dual QP + (2.9),")
+    print("## m = 50 constraints), symmetric l2,1 prox (inner ADMM to 1e-4, cold start)")
+    print(f"{'d':>5} {'project_psd':>12} {'w_update':>10} {'prox_l21_sym':>13}")
+    for d in (36, 68, 132, 260, 320):
+        B = rng.standard_normal((d, d))
+        S = (B + B.T) / 2
+        A = Constraints(d)
+        for _ in range(50):
+            P = rng.standard_normal((d, 3))
+            A.add(rng.random(), P @ P.T / d)
+        steps = {
+            "psd": lambda: project_psd(S),
+            "w": lambda: w_update(A, S, 1.0, 10.0, np.zeros(50)),
+            "prox": lambda: prox_l21_symmetric(S, 0.5, np.zeros((d, d)), np.zeros((d, d)), 1e-4, 500),
+        }
+        ms = {k: 1e3 * np.median([cpu_seconds(f) for _ in range(5)]) for k, f in steps.items()}
+        print(f"{d:>5} {ms['psd']:>12.2f} {ms['w']:>10.2f} {ms['prox']:>13.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(LOADERS), choices=list(LOADERS))
@@ -304,7 +329,11 @@ def main():
     parser.add_argument("--peer-timeout", type=float, default=3600.0)
     parser.add_argument("--out", help="also write the per-split results to this JSON file")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="only print the tables of saved runs")
+    parser.add_argument("--costs", action="store_true", help="only time the steps of an ADMM iteration by d")
     args = parser.parse_args()
+    if args.costs:
+        cost_breakdown()
+        return
     if args.report:
         all_results = {}
         for path in args.report:
