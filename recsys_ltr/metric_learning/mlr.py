@@ -33,11 +33,18 @@ Notes on the printed formulas
   SVM-struct; any subset of valid cutting planes still gives a lower bound, so the stopping
   certificate is unchanged, but ``lower_bound_`` may then dip slightly.
 
+* Sec. 2.3 motivates ADMM by the ``O(d³)`` projection each projected-subgradient step needs, but
+  ADMM's own Z-update is that projection (one eigendecomposition per ADMM iteration): what ADMM
+  saves is iterations, not the cost of one.
+
 Cost per cutting-plane round: ``O(n² r + n² d + n d²)`` BLAS for the distances (``r`` the rank
 of ``W``) and for ``Ψ̂ = -(1/n) Xᵀ S X``, plus the oracles (``O(p N)`` per query for MAP).  Per
 ADMM iteration: ``O(m d²)`` for the dual QP's vector ``b`` and the W-recovery (``m`` constraints),
-``O(d³)`` for the eigendecomposition of the PSD projection, and for R-MLR ``O(d²)`` per inner
-step of the symmetric l2,1 prox.
+the eigendecomposition of the PSD projection (``O(d³)``; it dominates from ``d`` of about 100 on,
+5 ms at ``d = 260`` and 8 ms at ``d = 320`` on one core, ``python benchmarks/bench_mlr.py
+--costs``), and for R-MLR ``O(d²)`` per inner step of the symmetric l2,1 prox (about half the
+projection's time in all).  So R-MLR's cost grows with the dimension as MLR-ADMM's does; the l2,1
+prox adds a constant factor, not a higher power.
 """
 
 from __future__ import annotations
@@ -67,9 +74,87 @@ _PENALTIES = ("l21", "l1")
 _MAX_IDLE = 50  # cutting-plane rounds a constraint may stay inactive before it leaves the working set
 
 
-class _MLRBase(MahalanobisMixin, BaseEstimator):
-    """Shared fitting and persistence of :class:`MLR` and :class:`RMLR` (the metric-learn interface
-    comes from :class:`~recsys_ltr.metric_learning._base.MahalanobisMixin`)."""
+_COMMON_DOC = """
+    loss : {"map", "auc", "prec@k", "mrr", "ndcg"}
+        Ranking loss ``Δ`` of the separation oracle (McFee sec. 4).
+    k : int, optional
+        Cut-off of ``prec@k`` and ``ndcg`` (default 10); must be None for the other losses.
+    C : float
+        Slack trade-off ``C > 0`` (Eq. 2.1, Alg. 2.1).
+    epsilon : float
+        Cutting-plane tolerance ``ε`` (McFee: 0.01).
+    max_rounds : int
+        Most cutting-plane rounds (oracle calls); a ``ConvergenceWarning`` if reached.
+    admm_max_iter : int
+        Most ADMM iterations per round (the early stopping ``T`` of sec. 2.3.3).  Each round
+        warm-starts from the last, so a small ``T`` suffices: on wine + 64 noise dimensions
+        ``T = 10`` reached the same final objective (within the ``Cε`` of the stopping rule) as
+        ``T = 100`` in half the time.
+    admm_tol : float
+        Relative tolerance on ADMM's primal and dual residuals.
+    warm_start : bool
+        Start from the previous ``fit``'s working set and ADMM iterates when the data,
+        supervision, loss and ``k`` are the same (the constraints do not depend on ``C``, ``λ``
+        or the penalty, so a grid over them shares its cutting planes); otherwise start afresh.
+    num_threads : int
+        Threads of the oracle (numba) and of BLAS (0 = all cores numba sees).
+    show_progress : bool or None
+        tqdm bar over cutting-plane rounds (None: when standard error is a terminal).
+
+    Attributes
+    ----------
+    components_ : array (rank, n_features)
+        ``L`` with ``W = Lᵀ L`` (metric-learn's convention); one zero row when ``W = 0``.
+    n_iter_ : int
+        Cutting-plane rounds (oracle calls).
+    n_constraints_ : int
+        Size of the working set.
+    admm_iter_ : int
+        ADMM iterations over all rounds.
+    objective_ : array (n_iter_,)
+        The objective at the start of each round, with the exact slack from the oracle (an upper
+        bound on the optimum).
+    lower_bound_ : array (n_iter_,)
+        The working-set objective at the same ``W`` (its slack over the constraints found so far).
+    converged_ : bool
+        Whether the stopping rule of Alg. 2.1 (step 12) was met.
+    fit_time_ : float
+        Seconds spent in ``fit``.
+"""
+
+
+class MLR(MahalanobisMixin, BaseEstimator):
+    __doc__ = (
+        """Metric learning to rank (McFee & Lanckriet 2010, Eq. 2.1), solved by MLR-ADMM (sec. 2.3).
+
+    Parameters
+    ----------"""
+        + _COMMON_DOC
+    )
+
+    def __init__(
+        self,
+        loss="map",
+        k=None,
+        C=1.0,
+        epsilon=0.01,
+        max_rounds=100,
+        admm_max_iter=10,
+        admm_tol=1e-3,
+        warm_start=False,
+        num_threads=0,
+        show_progress=None,
+    ):
+        self.loss = loss
+        self.k = k
+        self.C = C
+        self.epsilon = epsilon
+        self.max_rounds = max_rounds
+        self.admm_max_iter = admm_max_iter
+        self.admm_tol = admm_tol
+        self.warm_start = warm_start
+        self.num_threads = num_threads
+        self.show_progress = show_progress
 
     _state_attributes = ("components_", "objective_", "lower_bound_")
     _accepts_sparse = True  # densified by fit: W is a dense d x d matrix anyway
@@ -282,89 +367,6 @@ def _penalty_value(W, penalty) -> float:
     if penalty == "l1":
         return float(np.abs(W).sum())
     return 0.0
-
-
-_COMMON_DOC = """
-    loss : {"map", "auc", "prec@k", "mrr", "ndcg"}
-        Ranking loss ``Δ`` of the separation oracle (McFee sec. 4).
-    k : int, optional
-        Cut-off of ``prec@k`` and ``ndcg`` (default 10); must be None for the other losses.
-    C : float
-        Slack trade-off ``C > 0`` (Eq. 2.1, Alg. 2.1).
-    epsilon : float
-        Cutting-plane tolerance ``ε`` (McFee: 0.01).
-    max_rounds : int
-        Most cutting-plane rounds (oracle calls); a ``ConvergenceWarning`` if reached.
-    admm_max_iter : int
-        Most ADMM iterations per round (the early stopping ``T`` of sec. 2.3.3).  Each round
-        warm-starts from the last, so a small ``T`` suffices: on wine + 64 noise dimensions
-        ``T = 10`` reached the same final objective (within the ``Cε`` of the stopping rule) as
-        ``T = 100`` in half the time.
-    admm_tol : float
-        Relative tolerance on ADMM's primal and dual residuals.
-    warm_start : bool
-        Start from the previous ``fit``'s working set and ADMM iterates when the data,
-        supervision, loss and ``k`` are the same (the constraints do not depend on ``C``, ``λ``
-        or the penalty, so a grid over them shares its cutting planes); otherwise start afresh.
-    num_threads : int
-        Threads of the oracle (numba) and of BLAS (0 = all cores numba sees).
-    show_progress : bool or None
-        tqdm bar over cutting-plane rounds (None: when standard error is a terminal).
-
-    Attributes
-    ----------
-    components_ : array (rank, n_features)
-        ``L`` with ``W = Lᵀ L`` (metric-learn's convention); one zero row when ``W = 0``.
-    n_iter_ : int
-        Cutting-plane rounds (oracle calls).
-    n_constraints_ : int
-        Size of the working set.
-    admm_iter_ : int
-        ADMM iterations over all rounds.
-    objective_ : array (n_iter_,)
-        The objective at the start of each round, with the exact slack from the oracle (an upper
-        bound on the optimum).
-    lower_bound_ : array (n_iter_,)
-        The working-set objective at the same ``W`` (its slack over the constraints found so far).
-    converged_ : bool
-        Whether the stopping rule of Alg. 2.1 (step 12) was met.
-    fit_time_ : float
-        Seconds spent in ``fit``.
-"""
-
-
-class MLR(_MLRBase):
-    __doc__ = (
-        """Metric learning to rank (McFee & Lanckriet 2010, Eq. 2.1), solved by MLR-ADMM (sec. 2.3).
-
-    Parameters
-    ----------"""
-        + _COMMON_DOC
-    )
-
-    def __init__(
-        self,
-        loss="map",
-        k=None,
-        C=1.0,
-        epsilon=0.01,
-        max_rounds=100,
-        admm_max_iter=10,
-        admm_tol=1e-3,
-        warm_start=False,
-        num_threads=0,
-        show_progress=None,
-    ):
-        self.loss = loss
-        self.k = k
-        self.C = C
-        self.epsilon = epsilon
-        self.max_rounds = max_rounds
-        self.admm_max_iter = admm_max_iter
-        self.admm_tol = admm_tol
-        self.warm_start = warm_start
-        self.num_threads = num_threads
-        self.show_progress = show_progress
 
 
 class RMLR(MLR):
