@@ -108,6 +108,7 @@ def exact_objective(X, y, W, C, loss="map", k=1, penalty=None, lam=0.0):
 # ----------------------------------------------------------------------------- proximal maps
 
 
+@pytest.mark.kernels
 @settings(max_examples=60, deadline=None)
 @given(d=st.integers(1, 12), tau=st.floats(0.0, 3.0), seed=st.integers(0, 2**31))
 def test_prox_l21_matches_closed_form_and_is_optimal(d, tau, seed):
@@ -124,6 +125,7 @@ def test_prox_l21_matches_closed_form_and_is_optimal(d, tau, seed):
             assert np.linalg.norm(A[i]) <= tau + 1e-12
 
 
+@pytest.mark.kernels
 def test_prox_l21_hand_case():
     A = np.array([[3.0, 4.0], [0.3, 0.4]])  # row norms 5 and 0.5
     np.testing.assert_allclose(prox_l21(A, 1.0), [[2.4, 3.2], [0.0, 0.0]])
@@ -134,6 +136,7 @@ def sym_l21_objective(V, A, tau):
     return tau * np.linalg.norm(V, axis=1).sum() + 0.5 * np.sum((V - A) ** 2)
 
 
+@pytest.mark.kernels
 @settings(max_examples=30, deadline=None)
 @given(d=st.integers(2, 9), tau=st.floats(0.05, 2.0), seed=st.integers(0, 2**31))
 def test_symmetric_prox_satisfies_kkt(d, tau, seed):
@@ -159,6 +162,7 @@ def test_symmetric_prox_satisfies_kkt(d, tau, seed):
         assert sym_l21_objective(V, A, tau) <= sym_l21_objective(V + E, A, tau) + 1e-9
 
 
+@pytest.mark.kernels
 def test_symmetric_prox_hand_cases():
     A = np.diag([3.0, -0.5, 1.5])  # diagonal: a soft threshold of the diagonal
     V, _ = prox_l21_symmetric(A, 1.0, np.zeros((3, 3)), np.zeros((3, 3)), 1e-13, 10000)
@@ -202,6 +206,7 @@ def qp_kkt_violation(H, b, C, alpha):
     return max(viol)
 
 
+@pytest.mark.kernels
 @settings(max_examples=50, deadline=None)
 @given(m=st.integers(1, 12), rank=st.integers(1, 12), C=st.floats(0.01, 100.0), seed=st.integers(0, 2**31))
 def test_dual_qp_satisfies_kkt(m, rank, C, seed):
@@ -244,6 +249,7 @@ def test_pruning_keeps_the_working_set_consistent():
     assert A.idle[:3].tolist() == [0, 0, 0] and A.delta[2] == 0.5 and A.trace[2] == 3.0
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("seed", range(6))
 def test_w_update_has_zero_duality_gap(seed):
     """The dual value of α is the Lagrangian at W(α) (2.9) and equals (2.7)-(2.8) up to the constant
