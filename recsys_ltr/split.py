@@ -35,6 +35,8 @@ __all__ = [
     "folds",
     "holdout",
     "holdout_checked",
+    "kfold",
+    "kfold_checked",
     "leave_k_out",
     "novelty_holdout",
     "split_counts",
@@ -103,6 +105,36 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
         )
         for f in range(n_folds)
     )
+
+
+def kfold(X, n_folds=5, seed=0, exclude_top=None) -> Iterator[tuple]:
+    """Yield ``n_folds`` ``(train, held_out)`` splits whose held-out parts are disjoint.
+
+    Every eligible positive (``exclude_top`` as in :func:`holdout`) of a user with at least two
+    positives is held out in exactly one fold: the user's eligible positives, in random order, go
+    to the folds in turn from a random first fold, so a user with fewer eligible positives than
+    folds is held out in some folds only, and every fold's ``train`` keeps at least one of the
+    user's positives.  ``train + held_out == X`` in every fold.
+    """
+    X = check_feedback(X)
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    return kfold_checked(X, n_folds, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
+
+
+def kfold_checked(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
+    """:func:`kfold` of a canonical ``X``, a checked ``n_folds``, a Generator and the mask of
+    eligible positives (default all)."""
+    eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
+    rows = _rows(X)
+    eligible = eligible & (np.diff(X.indptr) >= 2)[rows]
+    key = rng.random(X.nnz)
+    key[~eligible] = 2.0
+    order = np.lexsort((key, rows))
+    rank = np.empty(X.nnz, dtype=np.int64)
+    rank[order] = np.arange(X.nnz) - X.indptr[rows[order]]
+    fold = (rank + rng.integers(n_folds, size=X.shape[0])[rows]) % n_folds
+    fold[~eligible] = -1
+    return ((_subset(X, rows, fold != f), _subset(X, rows, fold == f)) for f in range(n_folds))
 
 
 def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):

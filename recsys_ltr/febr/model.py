@@ -52,7 +52,7 @@ from ..metrics import evaluate_checked
 from ..models.base import Recommender
 from ..neighbors.affinity import Affinity, kunn_weights
 from ..neighbors.knn import _knn_index, _knn_query, check_k
-from ..split import eligible_positives, holdout_checked
+from ..split import eligible_positives, holdout_checked, kfold_checked
 from ..warp import WarpSampler
 from .bases import fit_base, resolve_bases, reuse_or_fit
 from .features import (
@@ -66,10 +66,11 @@ from .features import (
     pair_aggregates,
     pair_features,
 )
-from .rerank import Trees, fit_lambdamart, predict_trees
+from .rerank import SETTINGS, Trees, fit_lambdamart, predict_trees
 from .stacking import (
     BaseFeatures,
     build_pool,
+    concatenate_pools,
     context_statistics,
     feature_names,
     heads,
@@ -144,7 +145,8 @@ def _febr_update(state, u, pos, neg, weight, lr):
 
 # ------------------------------------------------------------------------------------------
 # numba scorer of stacked features over the training pools: state = (pool indptr, pool items,
-# phi (pool entries x features), theta, mean, inv_scale, hyper = [lam], monitor)
+# phi (pool entries x features), theta, mean, inv_scale, hyper = [lam], monitor, total = the sum
+# of the iterates after every update, for their average)
 # ------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
 def _pool_entry(indptr, items, u, i):
@@ -171,8 +173,10 @@ def _pool_update(state, u, pos, neg, weight, lr):
     for f in range(theta.shape[0]):
         hinge += theta[f] * (phi[q, f] - phi[p, f]) * inv[f]
     monitor[0] += weight * hinge
+    total = state[8]
     for f in range(theta.shape[0]):
         theta[f] -= lr * (weight * (phi[q, f] - phi[p, f]) * inv[f] + 2.0 * lam * theta[f])
+        total[f] += theta[f]
 
 
 class FEBR(Recommender):
@@ -192,8 +196,10 @@ class FEBR(Recommender):
     candidates : int
         ``M``: every user's head -- the pairs trained on and re-ranked -- is the union of each
         base's ``M`` best candidates.  The other items keep the order of the best base.
-    holdout : float in [0, 1)
+    holdout : float in [0, 1) or int >= 2
         Fraction of each user's positives held out as training labels, with features from the rest;
+        an int ``K``: out-of-fold labels -- each user's positives split in ``K`` parts, each part the
+        labels of bases fitted on the other parts (``K`` fits of every base; stacked features only);
         ``0``: training on ``X`` itself (leaky: the dissertation's setting).
     label_exclude_top : int or None
         Draw the training labels outside the ``label_exclude_top`` most popular items, as the
@@ -229,8 +235,10 @@ class FEBR(Recommender):
         features), 1 on every ``sum`` aggregate (``"sum"``, Theorem 4.3: item-p / user-p, the
         default of the dissertation's features) or zeros.
     lambdamart_params : dict, optional
-        Settings of LightGBM's ``LGBMRanker`` (default: up to 500 trees at learning rate 0.05, 31
-        leaves, early stopping on the validation pools).
+        LightGBM parameters over :data:`recsys_ltr.febr.rerank.DEFAULTS` (up to 500 rounds at
+        learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two
+        :data:`~recsys_ltr.febr.rerank.SETTINGS` (7 leaves of at least 100 pairs; 31 of at least
+        20), the better by validation ADG.
     random_state : int or None
         Seed of the splits, pools and sampler.  With ``num_threads=1`` a seed gives a bit-for-bit
         identical model; with more threads Hogwild updates interleave differently between runs.
@@ -259,8 +267,10 @@ class FEBR(Recommender):
 
     Notes
     -----
-    ``score`` returns the linear scores up to a constant per user (with LambdaMART the re-ranked
-    head is lifted above the other items).  Scoring all items of a user costs the bases' own
+    Stacked FEBR's ``score`` is the tail base's scores with each user's head re-ordered by the learnt
+    scorer: the head items swap the places (scores) that the tail base gives them, so items outside
+    the head keep the tail base's order.  The dissertation's FEBR returns the linear scores up to a
+    constant per user.  Scoring all items of a user costs the bases' own
     scoring plus ``O(n_bases n)``.  Stacked FEBR is item-based when all its bases are and passes
     ``recalculate_user`` to them.  The dissertation's FEBRi is item-based; FEBRu / FEBRiu use the
     stored ``KNN_k(u)``, recomputed from ``user_items`` with ``recalculate_user=True`` (cosine and
@@ -370,7 +380,13 @@ class FEBR(Recommender):
         if (self.init == "best" and bases is None) or (self.init == "sum" and bases is not None):
             raise ValueError("init='best' goes with bases, init='sum' with affinity (bases=None)")
         check_positive_int(self.candidates, "candidates")
-        check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
+        if isinstance(self.holdout, (int, np.integer)) and not isinstance(self.holdout, (bool, np.bool_)):
+            if self.holdout != 0:
+                check_positive_int(self.holdout, "holdout", minimum=2)
+                if bases is None:
+                    raise ValueError("holdout=K (out-of-fold labels) goes with stacked features: give bases")
+        else:
+            check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
         if self.holdout != 0 and bases is None and not isinstance(self.affinity, str):
             raise ValueError("holdout > 0 rebuilds the affinity on the feature part: give affinity as a kind")
         if self.label_exclude_top is not None:
@@ -437,30 +453,41 @@ class FEBR(Recommender):
         if X_fit is not X and self.refit:
             self._refit(X)
 
-    def _label_split(self, X, rng):
-        """``(F, L)``: the feature part and the labels (``holdout`` of each user's positives, drawn
-        outside the ``label_exclude_top`` most popular items when given); ``(X, X)`` for ``0``."""
+    def _label_parts(self, X, rng):
+        """``[(F, L), ...]``: feature parts and their labels (module docstring; drawn outside the
+        ``label_exclude_top`` most popular items when given): one holdout for a fraction, ``K``
+        out-of-fold parts for an int ``K``, ``[(X, X)]`` for ``0``."""
         if self.holdout == 0:
-            return X, X
-        F, L, _ = holdout_checked(X, float(self.holdout), 0.0, rng, eligible_positives(X, self.label_exclude_top))
-        if L.nnz == 0:
+            return [(X, X)]
+        eligible = eligible_positives(X, self.label_exclude_top)
+        if isinstance(self.holdout, (int, np.integer)):
+            parts = list(kfold_checked(X, int(self.holdout), rng, eligible))
+        else:
+            parts = [holdout_checked(X, float(self.holdout), 0.0, rng, eligible)[:2]]
+        if parts[0][1].nnz == 0:
             raise ValueError(f"holdout={self.holdout} leaves no label positive: users have too few interactions")
-        return F, L
+        return parts
 
-    def _sgd(self, sampler, state, fns, theta, monitor, validate, bar):
-        """OPT-ADG: SGD through the engine in chunks of ``eval_every`` samples, keeping the ``theta``
-        of the best validation ADG (``validate()``; the last ``theta`` without validation)."""
-        best = (validate(), theta.copy(), 0) if validate is not None else None
+    def _sgd(self, sampler, state, fns, theta, monitor, validate, bar, total=None):
+        """OPT-ADG: SGD through the engine in chunks of ``eval_every`` samples, keeping the model of
+        the best validation ADG (``validate(theta)``; the last one without validation).  With
+        ``total`` (the sum of the iterates, updated by the update function) the model is the
+        average of the iterates so far (Polyak-Ruppert averaging: the constant-step iterates
+        wander, their average converges), else the current iterate."""
+        start = theta.copy()
+        best = (validate(start), start, 0) if validate is not None else None
         if best is not None:
             self.history_.append({"iteration": 0, "val_adg": best[0]})
-        stale = done = 0
+        stale = done = updates = 0
+        current = start
         while done < self.iterations:
             n = min(self.eval_every, self.iterations - done)
             monitor[0] = 0.0
             stats = sampler.sgd(state, *fns[:2], n, self.learning_rate, rows=fns[2])
-            done += n
+            done, updates = done + n, updates + stats.violators
             if not np.all(np.isfinite(theta)):
                 raise FloatingPointError(f"theta diverged after {done} samples: lower learning_rate")
+            current = theta.copy() if total is None else (total / updates if updates else start)
             record = {
                 "iteration": done,
                 "loss": monitor[0] / n + self.lam * float(theta @ theta),
@@ -469,24 +496,30 @@ class FEBR(Recommender):
             }
             bar.update(n)
             if best is not None:
-                record["val_adg"] = adg = validate()
-                best, stale = ((adg, theta.copy(), done), 0) if adg > best[0] else (best, stale + 1)
+                record["val_adg"] = adg = validate(current)
+                best, stale = ((adg, current, done), 0) if adg > best[0] else (best, stale + 1)
                 bar.set_postfix(val_adg=f"{adg:.4f}")
             self.history_.append(record)
             if self.early_stopping is not None and stale >= self.early_stopping:
                 break
         self.best_iteration_ = done if best is None else best[2]
-        return theta if best is None else best[1]
+        return current if best is None else best[1]
 
     # ------------------------------------------------------------------ stacked features
     def _fit_stacked(self, X, validation, rng, bar):
-        F, L = self._label_split(X, rng)
         names, specs = resolve_bases(self.bases, X.shape, self.num_threads)
-        bar.set_postfix_str("bases on the feature part")
-        bases_F = [fit_base(spec, F, L, self.validation_users, rng) for spec in specs]
-        settings = [b.get_params() for b in bases_F]
-        pool = build_pool(bases_F, context_statistics(bases_F, F, sample_users(F)), F, L, self.candidates)
-        del bases_F  # the feature part's models are done: at most one fit of a base is held at a time
+        bar.set_postfix_str("bases on the feature parts")
+        pools, settings = [], None
+        for F, L in self._label_parts(X, rng):
+            if settings is None:  # the grids are searched on the first part, their winners used on the others
+                bases_F = [fit_base(spec, F, L, self.validation_users, rng) for spec in specs]
+                settings = [b.get_params() for b in bases_F]
+            else:
+                bases_F = [clone(spec.template).set_params(**p).fit(F) for spec, p in zip(specs, settings)]
+            context = context_statistics(bases_F, F, sample_users(F))
+            pools.append(build_pool(bases_F, context, F, L, self.candidates, exclude_known=self.holdout != 0))
+            del bases_F  # at most one fit of each base is held at a time
+        pool = concatenate_pools(pools)
         bar.set_postfix_str("bases on X")
         self.bases_ = [reuse_or_fit(spec, p, X) for spec, p in zip(specs, settings)]
         self.base_names_ = names
@@ -507,8 +540,19 @@ class FEBR(Recommender):
         self.tail_base_ = best
         if self.init in ("auto", "best"):
             theta[z_column(best)] = scale[z_column(best)]  # weight 1 on the best base's within-user score
-        relevant, irrelevant = pool_relevance(pool, X.shape)
-        state = (pool.indptr, pool.items, pool.phi, theta, mean, 1.0 / scale, np.array([float(self.lam)]), np.zeros(1))
+        relevant, irrelevant = pool_relevance(pool, X.shape[1])
+        total = np.zeros_like(theta)
+        state = (
+            pool.indptr,
+            pool.items,
+            pool.phi,
+            theta,
+            mean,
+            1.0 / scale,
+            np.array([float(self.lam)]),
+            np.zeros(1),
+            total,
+        )
         sampler = WarpSampler.trusted(
             relevant,
             irrelevant,
@@ -519,32 +563,35 @@ class FEBR(Recommender):
             num_threads=self.num_threads,
             **self._limit(),
         )
-        validate = None if val is None else (lambda: val.adg(theta))
+        validate = None if val is None else val.adg
         bar.set_postfix_str("OPT-ADG")
-        theta[:] = self._sgd(sampler, state, (_pool_score, _pool_update, {0: "query"}), theta, state[7], validate, bar)
+        fns = (_pool_score, _pool_update, {0: "query"})
+        theta[:] = self._sgd(sampler, state, fns, theta, state[7], validate, bar, total)
         if self.scorer == "lambdamart":
             bar.set_postfix_str("LambdaMART")
             self._fit_lambdamart(pool, X, validation, val, rng)
 
     def _fit_lambdamart(self, pool, X, validation, val, rng):
-        sizes = np.diff(pool.indptr)
-        valid = (None, None, None)
+        """LambdaMART on the pools: ``lambdamart_params``, or the :data:`~recsys_ltr.febr.rerank.
+        SETTINGS` tried in turn and the best by validation ADG (the first without validation)."""
+        train = _groups(pool)
+        valid = None
         if validation is not None:
-            vp = build_pool(self.bases_, self._context, X, validation, self.candidates, users=val.users)
-            vsizes = np.diff(vp.indptr)
-            valid = (vp.phi, vp.label, vsizes[vsizes > 0])
-        trees, self.lambdamart_iterations_ = fit_lambdamart(
-            pool.phi,
-            pool.label,
-            sizes[sizes > 0],
-            *valid,
-            self.lambdamart_params,
-            int(rng.integers(2**31 - 1)),
-            check_num_threads(self.num_threads),
-        )
-        self._set_trees(trees)
-        if val is not None:
-            self.history_.append({"iteration": "lambdamart", "val_adg": val.adg()})
+            valid = _groups(build_pool(self.bases_, self._context, X, validation, self.candidates, users=val.users))
+        settings = (self.lambdamart_params,) if self.lambdamart_params is not None else SETTINGS
+        if val is None:
+            settings = settings[:1]
+        seed, threads = int(rng.integers(2**31 - 1)), check_num_threads(self.num_threads)
+        best = None
+        for params in settings:
+            trees, rounds = fit_lambdamart(train, valid, params, seed, threads)
+            adg = val.adg(trees) if val is not None else -np.inf
+            if val is not None:
+                self.history_.append({"iteration": "lambdamart", "params": params, "rounds": rounds, "val_adg": adg})
+            if best is None or adg > best[0]:
+                best = (adg, trees, rounds)
+        self._set_trees(best[1])
+        self.lambdamart_iterations_ = best[2]
 
     def _refit(self, X):
         """Bases (affinities) refitted on all of ``X`` after training on a held-out split."""
@@ -588,16 +635,18 @@ class FEBR(Recommender):
         valid = np.arange(items.shape[1])[None, :] < counts[:, None]
         return np.nonzero(valid)[0], items[valid], phi[valid]
 
-    def _compose(self, S, rows, head, theta=None):
-        """The tail base's scores with the head re-ordered by ``theta`` (default: the fitted scorer,
-        LambdaMART's trees when there are): within each user, the head items swap the places
-        (scores) that the tail base gives them, so nothing outside the head moves and a scorer that
-        ranks like the tail base gives exactly its ranking."""
+    def _compose(self, S, rows, head, scorer=None):
+        """The tail base's scores with the head re-ordered by ``scorer`` (``theta`` or
+        :class:`~recsys_ltr.febr.rerank.Trees`; default: the fitted one, the trees when there are):
+        within each user, the head items swap the places (scores) that the tail base gives them, so
+        nothing outside the head moves and a scorer that ranks like the tail base gives exactly its
+        ranking."""
         r, items, phi = head
-        if theta is None and self.trees_ is not None:
-            key = predict_trees(self.trees_, phi)
+        scorer = (self.trees_ if self.trees_ is not None else self.coef_) if scorer is None else scorer
+        if isinstance(scorer, Trees):
+            key = predict_trees(scorer, phi)
         else:
-            key = (phi - self.feature_mean_) @ ((self.coef_ if theta is None else theta) / self.feature_scale_)
+            key = (phi - self.feature_mean_) @ (scorer / self.feature_scale_)
         scores = np.array(S[:, self.tail_base_, :], dtype=np.float64)
         places = scores[r, items]
         by_place = np.lexsort((items, -places, r))  # per user: places best first
@@ -635,8 +684,8 @@ class FEBR(Recommender):
         if validation is not None:
             users = _validation_users(validation, self.validation_users, rng)
 
-            def validate():
-                score = lambda ids: self._dissertation_scores(X[ids], ids, False)  # noqa: E731
+            def validate(coef):
+                score = lambda ids: self._dissertation_scores(X[ids], ids, False, coef)  # noqa: E731
                 return evaluate_checked(score, X, validation, None, ["ADG"], users=users, num_threads=self.num_threads)[
                     "ADG"
                 ]
@@ -648,7 +697,7 @@ class FEBR(Recommender):
         with a label holdout the feature part ``F`` and the labels ``L`` (module docstring)."""
         if self.holdout == 0:
             return self.extractor_, self.feature_mean_, self.feature_scale_, X, 0.0
-        F, L = self._label_split(X, rng)
+        ((F, L),) = self._label_parts(X, rng)
         item, user = build_affinities(F, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)
         extractor = FeatureExtractor.trusted(F, self.k, item, user, self.num_threads)
         return (extractor, *_statistics(extractor), L, 1.0)
@@ -667,12 +716,13 @@ class FEBR(Recommender):
     def _prepare_linear(self):
         self.coef_, self.feature_mean_, self.feature_scale_ = self.linear_  # views: rows of a C-ordered array
 
-    def _dissertation_scores(self, rows, ids, recalculate):
+    def _dissertation_scores(self, rows, ids, recalculate, coef=None):
         if recalculate and "user" in self._sides:
             neighbors = self._user_neighbors(rows, ids)
         else:
             neighbors = self.extractor_.neighbors_of(ids)  # empty rows without a user side
-        return self.extractor_.linear_scores(self.coef_, self.feature_mean_, self.feature_scale_, rows, neighbors)
+        coef = self.coef_ if coef is None else coef
+        return self.extractor_.linear_scores(coef, self.feature_mean_, self.feature_scale_, rows, neighbors)
 
     def _user_neighbors(self, rows, ids):
         """``KNN_k(u)`` of the users' rows recomputed against the training users."""
@@ -839,10 +889,16 @@ class _Validation:
             [self._evaluate(lambda ids, b=b: self.S[self.position[ids], b, :]) for b in range(self.S.shape[1])]
         )
 
-    def adg(self, theta=None) -> float:
-        """Validation ADG of the linear scorer ``theta`` (``None``: the fitted scorer)."""
-        scores = self.model._compose(self.S, self.rows, self.head, theta)  # one block: the sample is bounded
+    def adg(self, scorer=None) -> float:
+        """Validation ADG of ``scorer`` (``theta`` or trees; ``None``: the fitted one)."""
+        scores = self.model._compose(self.S, self.rows, self.head, scorer)  # one block: the sample is bounded
         return self._evaluate(lambda ids: scores[self.position[ids]])
+
+
+def _groups(pool):
+    """``(phi, label, sizes)`` of a pool for LightGBM: its rows grouped per query (empty ones left out)."""
+    sizes = np.diff(pool.indptr)
+    return pool.phi, pool.label, sizes[sizes > 0]
 
 
 def _validation_users(validation, limit, rng) -> np.ndarray:

@@ -1,8 +1,9 @@
 """LambdaMART re-ranking of FEBR's candidate pools (LightGBM's ``lambdarank`` objective).
 
-The ranker is trained by :class:`lightgbm.LGBMRanker` (optional dependency, ``pip install
+The ranker is trained by ``lightgbm.train`` (optional dependency, ``pip install
 "recsys-ltr[lightgbm]"``) on the stacked features of the training pools
-(:mod:`recsys_ltr.febr.stacking`), with early stopping on the validation pools.  The fitted trees
+(:mod:`recsys_ltr.febr.stacking`), with early stopping on NDCG@10 of the validation pools (FEBR
+then picks among :data:`SETTINGS` by validation ADG).  The fitted trees
 are then copied into plain arrays (:class:`Trees`) evaluated by a numba kernel: a saved model needs
 no LightGBM to predict, and a file's trees are checked like any other array (every child index in
 range, every split on an existing feature) before they are used.
@@ -15,7 +16,37 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["Trees", "fit_lambdamart", "predict_trees"]
+__all__ = ["DEFAULTS", "SETTINGS", "Trees", "fit_lambdamart", "predict_trees"]
+
+#: LightGBM settings under every FEBR LambdaMART fit (``lambdamart_params`` overrides them).
+DEFAULTS = {
+    "objective": "lambdarank",
+    "learning_rate": 0.05,
+    "num_leaves": 31,
+    "min_data_in_leaf": 20,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "feature_fraction": 0.8,
+    "eval_at": [10],
+    "verbosity": -1,
+}
+#: The settings FEBR tries when ``lambdamart_params`` is not given: small trees with large leaves
+#: (on movielens-1m-implicit the better of the two), LightGBM's default trees.
+SETTINGS = ({"num_leaves": 7, "min_data_in_leaf": 100}, {"num_leaves": 31, "min_data_in_leaf": 20})
+_ROUNDS = 500  # boosting rounds at most (early stopping after 50 without progress)
+_ROUND_ALIASES = (
+    "num_iterations",
+    "num_iteration",
+    "n_iter",
+    "num_tree",
+    "num_trees",
+    "num_round",
+    "num_rounds",
+    "nrounds",
+    "num_boost_round",
+    "n_estimators",
+    "max_iter",
+)
 
 _DTYPES = (np.int32, np.float64, np.int32, np.int32, np.float64, np.int32)
 
@@ -110,39 +141,35 @@ def _flatten(booster) -> Trees:
     return Trees(as32(feature), np.asarray(threshold), as32(left), as32(right), np.asarray(value), as32(roots))
 
 
-def fit_lambdamart(phi, label, groups, val_phi, val_label, val_groups, params, random_state, num_threads):
-    """Train LightGBM's LambdaMART on the pools (rows grouped per user, ``groups`` the sizes) with
-    early stopping on the validation pools; returns ``(trees, best_iteration)``."""
+def fit_lambdamart(train, valid, params, random_state, num_threads):
+    """Train LightGBM's LambdaMART on ``train = (phi, label, group sizes)`` (rows grouped per user)
+    with early stopping on ``valid`` (same form, or ``None``: all rounds); ``params`` override
+    :data:`DEFAULTS` (``num_iterations`` or an alias: the rounds, default 500).  Returns ``(trees, rounds)``."""
     try:
-        from lightgbm import LGBMRanker, early_stopping
+        import lightgbm
     except ImportError as exc:
         raise ImportError(
             'FEBR(scorer="lambdamart") needs LightGBM: pip install "recsys-ltr[lightgbm]" (or pip install lightgbm)'
         ) from exc
-    settings = {
-        "n_estimators": 500,
-        "learning_rate": 0.05,
-        "num_leaves": 31,
-        "min_child_samples": 20,
-        "subsample": 0.8,
-        "subsample_freq": 1,
-        "colsample_bytree": 0.8,
-        **(params or {}),
-    }
-    model = LGBMRanker(
-        objective="lambdarank", random_state=random_state, n_jobs=num_threads or None, verbose=-1, **settings
-    )
+    settings = {**DEFAULTS, **(params or {})}
+    rounds = _ROUNDS
+    for alias in _ROUND_ALIASES:  # LightGBM's names of the number of rounds
+        rounds = settings.pop(alias, rounds)
+    settings.update(seed=random_state, num_threads=num_threads, deterministic=True, force_row_wise=True)
+
+    def dataset(part, reference=None):
+        phi, label, groups = part
+        return lightgbm.Dataset(phi, label.astype(np.int32), group=groups, reference=reference, free_raw_data=True)
+
+    train_set = dataset(train)
     fit_args = {}
-    if val_phi is not None and val_label.any():
+    if valid is not None and valid[1].any():
         fit_args = {
-            "eval_set": [(val_phi, val_label.astype(np.int32))],
-            "eval_group": [val_groups],
-            "eval_at": [10],
-            "callbacks": [early_stopping(50, verbose=False)],
+            "valid_sets": [dataset(valid, train_set)],
+            "callbacks": [lightgbm.early_stopping(50, first_metric_only=True, verbose=False)],
         }
-    model.fit(phi, label.astype(np.int32), group=groups, **fit_args)
-    booster = model.booster_
-    best = model.best_iteration_ or booster.current_iteration()
-    if best < booster.current_iteration():
-        booster = booster.__class__(model_str=booster.model_to_string(num_iteration=best))
-    return _flatten(booster), int(best)
+    booster = lightgbm.train(settings, train_set, num_boost_round=rounds, **fit_args)
+    rounds = booster.best_iteration or booster.current_iteration()
+    if rounds < booster.current_iteration():
+        booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=rounds))
+    return _flatten(booster), int(rounds)

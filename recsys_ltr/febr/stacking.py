@@ -10,7 +10,8 @@ and a head item ``i`` the features are::
                                                        s_b over the candidates of every user
     z_b(u, i)   = (s_b(u, i) - mu_ub) / sigma_ub       mu_ub, sigma_ub: over C_u (per user,
                                                        computed once per user, O(1) per pair)
-    rr_b(u, i)  = 1 / log2(2 + r_b(u, i))              r_b: rank of i in the head by s_b (0 first)
+    rr_b(u, i)  = 1 / log2(2 + r_b(u, i))              r_b: number of head items that b scores
+                                                       above i (0 first; ties share a rank)
 
 and, for every base together, ``pop(i)``, the standardised ``log(1 + c(i))`` of the item's training
 interactions, ``act(u)``, the same for the user, and ``votes(u, i)``, the fraction of bases whose
@@ -42,6 +43,7 @@ __all__ = [
     "Pool",
     "build_pool",
     "candidate_moments",
+    "concatenate_pools",
     "context_statistics",
     "feature_names",
     "heads",
@@ -111,21 +113,24 @@ def candidate_moments(S, tr_indptr, tr_indices):
     mu = np.empty(n_rows)
     sigma = np.empty(n_rows)
     for r in prange(n_rows):
+        known = tr_indices[tr_indptr[r] : tr_indptr[r + 1]]  # sorted: skipped by a merge walk
+        m = n - known.shape[0]
         total = 0.0
+        p = 0
         for i in range(n):
-            total += S[r, i]
-        for p in range(tr_indptr[r], tr_indptr[r + 1]):
-            total -= S[r, tr_indices[p]]
-        m = n - (tr_indptr[r + 1] - tr_indptr[r])
+            if p < known.shape[0] and known[p] == i:
+                p += 1
+            else:
+                total += S[r, i]
         mean = total / max(m, 1)
         sq = 0.0
+        p = 0
         for i in range(n):
-            d = S[r, i] - mean
-            sq += d * d
-        for p in range(tr_indptr[r], tr_indptr[r + 1]):
-            d = S[r, tr_indices[p]] - mean
-            sq -= d * d
-        sd = np.sqrt(max(sq, 0.0) / max(m, 1))
+            if p < known.shape[0] and known[p] == i:
+                p += 1
+            else:
+                sq += (S[r, i] - mean) ** 2
+        sd = np.sqrt(sq / max(m, 1))
         mu[r] = mean
         sigma[r] = sd if sd > 1e-12 * max(1.0, abs(mean)) else 1.0
     return mu, sigma
@@ -164,10 +169,14 @@ def _block_heads(tops, lab_indptr, lab_indices, S, mu, sigma, mean, scale, pop, 
             phi[r, size, _PER_BASE * nb + 2] = votes / nb
             size += 1
         head = items[r, :size]
-        for b in range(nb):  # rank in the head by each base (stable: ties by smaller id)
-            order = np.argsort(-S[r, b][head], kind="mergesort")
-            for rank in range(size):
-                phi[r, order[rank], _PER_BASE * b + 2] = 1.0 / np.log2(2.0 + rank)
+        for b in range(nb):  # rank in the head by each base; tied items share the best rank
+            values = S[r, b][head]
+            order = np.argsort(-values)
+            rank = 0
+            for t in range(size):
+                if t > 0 and values[order[t]] != values[order[t - 1]]:
+                    rank = t
+                phi[r, order[t], _PER_BASE * b + 2] = 1.0 / np.log2(2.0 + rank)
         counts[r] = size
 
 
@@ -220,7 +229,7 @@ def _scores(base, ids) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ pools
-def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None) -> Pool:
+def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclude_known=True) -> Pool:
     """The training pairs of the users with labels: per user its *head*, the union of every base's
     ``n_top`` best candidates (score, then popularity, then id), with the features of each pair and
     whether it is a label (a row of ``labels``, disjoint from ``X``).
@@ -228,7 +237,8 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None) -> Po
     The pool is the head that FEBR re-ranks at prediction, so training sees the pairs it will rank;
     a label outside the head is dropped, as a re-ranker cannot bring it in.  ``bases`` are fitted on
     ``X``; ``context`` holds their statistics there; ``users`` restricts the pools to these users
-    (default: every user with a label).
+    (default: every user with a label).  ``exclude_known=False`` keeps the items of ``X`` among the
+    candidates (training on ``X`` itself, ``labels = X``: the leaky setting).
     """
     n_users, n_items = X.shape
     nb = len(bases)
@@ -241,7 +251,8 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None) -> Po
         ids = users[block]
         rows = X[ids]
         S = np.stack([_scores(base, ids) for base in bases], axis=1)  # (B, nb, n)
-        items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top)
+        excluded = rows if exclude_known else sp.csr_matrix(rows.shape)
+        items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, excluded)
         keep = np.arange(items.shape[1])[None, :] < block_counts[:, None]
         parts.append((items[keep], phi[keep], label[keep]))
         counts[ids] = block_counts
@@ -263,17 +274,27 @@ def moments(S, rows) -> tuple[np.ndarray, np.ndarray]:
     return mu, sigma
 
 
-def heads(S, rows, labels, context: BaseFeatures, popularity, n_top):
+def heads(S, rows, labels, context: BaseFeatures, popularity, n_top, excluded=None):
     """The heads of a block of users (score blocks ``S`` ``(B, n_bases, n)``, training rows
-    ``rows``, label rows ``labels`` or ``None``): ``(items, phi, label, counts)`` padded per user."""
+    ``rows``, label rows ``labels`` or ``None``): ``(items, phi, label, counts)`` padded per user.
+    The candidates are the items outside ``excluded`` (default ``rows``)."""
     B, nb, n = S.shape
-    mu, sigma = moments(S, rows)
+    excluded = rows if excluded is None else excluded
+    mu, sigma = moments(S, excluded)
     tops = np.full((B, nb, n_top), -1, np.int64)
     no_items = np.zeros(n, dtype=np.bool_)
     for b in range(nb):
         Sb = np.ascontiguousarray(S[:, b, :])
         _topk.top_k_dense(
-            Sb, popularity, rows.indptr, rows.indices, no_items, False, False, tops[:, b, :], np.empty((B, n_top))
+            Sb,
+            popularity,
+            excluded.indptr,
+            excluded.indices,
+            no_items,
+            False,
+            False,
+            tops[:, b, :],
+            np.empty((B, n_top)),
         )
     if labels is None:
         labels = sp.csr_matrix((B, n), dtype=np.float64)
@@ -299,13 +320,26 @@ def heads(S, rows, labels, context: BaseFeatures, popularity, n_top):
     return items, phi, label, counts
 
 
-def pool_relevance(pool: Pool, shape) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """``(relevant, irrelevant)`` CSR of the pool (labels vs the other pool items), for the engine."""
-    rows = np.repeat(np.arange(shape[0]), np.diff(pool.indptr))
+def concatenate_pools(pools) -> Pool:
+    """One pool whose queries are those of ``pools`` in turn (out-of-fold parts: the same user
+    with the features of another fit is another query)."""
+    if len(pools) == 1:
+        return pools[0]
+    offsets = np.cumsum([0] + [p.items.size for p in pools[:-1]])
+    indptr = np.concatenate([pools[0].indptr[:1]] + [p.indptr[1:] + o for p, o in zip(pools, offsets)])
+    items, phi, label = (np.concatenate([p[j] for p in pools]) for j in (1, 2, 3))
+    return Pool(indptr.astype(INDEX_DTYPE), items, phi, label)
+
+
+def pool_relevance(pool: Pool, n_items) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """``(relevant, irrelevant)`` CSR (queries x ``n_items``) of the pool: labels vs the other pool
+    items, for the engine."""
+    n_queries = pool.indptr.size - 1
+    rows = np.repeat(np.arange(n_queries), np.diff(pool.indptr))
 
     def part(mask):
-        indptr = np.zeros(shape[0] + 1, INDEX_DTYPE)
-        np.cumsum(np.bincount(rows[mask], minlength=shape[0]), out=indptr[1:])
-        return sp.csr_matrix((np.ones(int(mask.sum())), pool.items[mask], indptr), shape=shape)
+        indptr = np.zeros(n_queries + 1, INDEX_DTYPE)
+        np.cumsum(np.bincount(rows[mask], minlength=n_queries), out=indptr[1:])
+        return sp.csr_matrix((np.ones(int(mask.sum())), pool.items[mask], indptr), shape=(n_queries, n_items))
 
     return part(pool.label), part(~pool.label)
