@@ -1,4 +1,5 @@
-"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed)."""
+"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed), and a
+model-file editor shared by the save/load tests."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -95,3 +96,12 @@ def cosine_literal(M):
     C = M @ M.T
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.nan_to_num(C / np.outer(norm, norm))
+
+
+def rewrite_header(src, dst, old, new):
+    """Copy the saved model file ``src`` to ``dst`` with ``old`` replaced by ``new`` in its JSON header."""
+    with np.load(src) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["header"] = np.array(str(arrays["header"]).replace(old, new))
+    np.savez(dst, **arrays)
+    return dst

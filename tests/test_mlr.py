@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import rewrite_header
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
@@ -626,12 +627,9 @@ def test_save_load_round_trip(tmp_path, fitted, data):
     MLR(num_threads=1).fit(X, data[1]).save(tmp_path / "mlr")
     with pytest.raises(ValueError, match="holds a 'MLR', not a RMLR"):
         RMLR.load(tmp_path / "mlr.npz")
-    with np.load(tmp_path / "rmlr.npz") as f:
-        arrays = {k: f[k] for k in f.files}
-    arrays["header"] = np.array(str(arrays["header"]).replace('"lam": 0.5', '"lam": -1.0'))
-    np.savez(tmp_path / "bad.npz", **arrays)
+    bad = rewrite_header(tmp_path / "rmlr.npz", tmp_path / "bad.npz", '"lam": 0.5', '"lam": -1.0')
     with pytest.raises(ValueError, match="invalid parameters"):
-        RMLR.load(tmp_path / "bad.npz")
+        RMLR.load(bad)
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="not a readable recsys_ltr model file"):
         RMLR.load(tmp_path / "junk.npz")
