@@ -111,10 +111,10 @@ _COMMON_DOC = """
         Size of the working set.
     admm_iter_ : int
         ADMM iterations over all rounds.
-    objective_ : array (n_iter_,)
+    objective_ : array, one value per round
         The objective at the start of each round, with the exact slack from the oracle (an upper
         bound on the optimum).
-    lower_bound_ : array (n_iter_,)
+    lower_bound_ : array, one value per round
         The working-set objective at the same ``W`` (its slack over the constraints found so far).
     converged_ : bool
         Whether the stopping rule of Alg. 2.1 (step 12) was met.
