@@ -26,7 +26,7 @@ for the test queries), one fit per setting with seed 0, best validation MAP wins
 setting is then refit on the whole training set for each of the ``--runs`` seeds and evaluated on
 the test queries.  The test queries are never used for selection.  metric-learn 0.7.0 calls a scikit-learn argument removed
 in recent releases, so the peers run in a separate virtual environment pinned to
-``scikit-learn==1.5.*`` (created on first use under ``~/.cache/recsys_ltr/bench-venv``) through a
+``scikit-learn==1.5.*`` (created on first use, see ``benchmarks/_peers.py``) through a
 subprocess; a peer that fails or exceeds ``--peer-timeout`` seconds is recorded as such.  LMNN and
 NCA need class labels, so on the content tasks (relevance is not a class structure) they are
 "n/a"; ITML runs there on pairs (relevant = similar, random non-relevant = dissimilar).
@@ -40,11 +40,8 @@ FRML rows are medians over ``--runs`` seeds; peers run once.  Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -56,12 +53,11 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._peers import VENV, run_peer_script
 from recsys_ltr.metric_learning.frml import FRML, label_relevance
 from recsys_ltr.metrics import retrieval_metrics
 from recsys_ltr.neighbors.content import top_fraction
 
-VENV = Path.home() / ".cache" / "recsys_ltr" / "bench-venv"
-PEER_REQUIREMENTS = ["scikit-learn==1.5.*", "metric-learn==0.7.0"]
 METRICS = ("MAP", "P@1", "P@10", "AUC")
 FRML_PARAMS = {  # fixed settings; the tuned ones (learning_rate, init, kappa) come from the grid
     "digits": dict(n_components=32, max_iter=5000),
@@ -142,8 +138,8 @@ PEER_SCRIPT = textwrap.dedent(
     import json, sys, time
     import numpy as np
     import metric_learn
-    data = np.load(sys.argv[2], allow_pickle=False)
-    method, Xtr = sys.argv[1], data["Xtr"]
+    data = np.load(sys.argv[1], allow_pickle=False)
+    method, Xtr = sys.argv[3], data["Xtr"]
     start = time.perf_counter()
     if method == "ITML-pairs":
         pairs, labels = data["pairs"], data["pair_labels"]
@@ -153,19 +149,10 @@ PEER_SCRIPT = textwrap.dedent(
         kwargs = {"n_neighbors": 10} if method == "LMNN" else {}
         model = cls(random_state=0, **kwargs).fit(Xtr, data["ytr"])
     elapsed = time.perf_counter() - start
-    np.save(sys.argv[3], model.components_)
+    np.savez(sys.argv[2], L=model.components_)
     print(json.dumps({"fit_time": elapsed}))
     """
 )
-
-
-def peer_python():
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        print(f"# creating the peer environment {VENV} ({', '.join(PEER_REQUIREMENTS)})", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_REQUIREMENTS], check=True)
-    return python
 
 
 def similar_dissimilar_pairs(R, n_pairs, seed):
@@ -182,26 +169,15 @@ def similar_dissimilar_pairs(R, n_pairs, seed):
 
 
 def run_peer(method, task, timeout):
-    with tempfile.TemporaryDirectory() as tmp:
-        inputs, out = os.path.join(tmp, "in.npz"), os.path.join(tmp, "L.npy")
-        arrays = {"Xtr": task["Xtr"]}
-        if "ytr" in task:
-            arrays["ytr"] = task["ytr"]
-        else:
-            arrays["pairs"], arrays["pair_labels"] = similar_dissimilar_pairs(task["Rtr"], 2000, 0)
-        np.savez(inputs, **arrays)
-        script = os.path.join(tmp, "peer.py")
-        Path(script).write_text(PEER_SCRIPT)
-        try:
-            proc = subprocess.run(
-                [str(peer_python()), script, method, inputs, out], capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"timeout > {timeout:.0f} s"
-        if proc.returncode != 0:
-            return None, "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:120]
-        fit_time = json.loads(proc.stdout.strip().splitlines()[-1])["fit_time"]
-        return (np.load(out), fit_time), ""
+    arrays = {"Xtr": task["Xtr"]}
+    if "ytr" in task:
+        arrays["ytr"] = task["ytr"]
+    else:
+        arrays["pairs"], arrays["pair_labels"] = similar_dissimilar_pairs(task["Rtr"], 2000, 0)
+    result, outputs, note = run_peer_script(PEER_SCRIPT, arrays, [method], timeout)
+    if result is None:
+        return None, note
+    return (outputs["L"], result["fit_time"]), ""
 
 
 # ------------------------------------------------------------------------------------ main

@@ -1,4 +1,5 @@
-"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed)."""
+"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed), and a
+model-file editor shared by the save/load tests."""
 
 import os
 import signal
@@ -100,6 +101,7 @@ def cosine_literal(M):
         return np.nan_to_num(C / np.outer(norm, norm))
 
 
+<<<<<<< HEAD
 def assert_same_evaluation(a, b):
     """Two :class:`~recsys_ltr.metrics.EvaluationResult` agree bit for bit (users, per-user values, means)."""
     assert list(a) == list(b)
@@ -130,3 +132,12 @@ def synthetic_split(n_users, n_items, seed):
 
     X = make_synthetic(n_users=n_users, n_items=n_items, factor_scale=3.0, seed=seed).matrix
     return (X, *next(split.folds(X, n_folds=1, seed=0)))
+=======
+def rewrite_header(src, dst, old, new):
+    """Copy the saved model file ``src`` to ``dst`` with ``old`` replaced by ``new`` in its JSON header."""
+    with np.load(src) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["header"] = np.array(str(arrays["header"]).replace(old, new))
+    np.savez(dst, **arrays)
+    return dst
+>>>>>>> mlr

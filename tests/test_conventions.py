@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
-from recsys_ltr.metric_learning import FRML, GMML
+from recsys_ltr.metric_learning import FRML, GMML, MLR, RMLR
 from recsys_ltr.models import ALS, BPR, EASE, FEBR, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
 MODELS = [
@@ -35,7 +35,14 @@ def X():
 
 
 @pytest.mark.parametrize(
-    "est", [GMML(), FRML(max_iter=20, num_threads=1, random_state=0)], ids=lambda e: type(e).__name__
+    "est",
+    [
+        GMML(),
+        FRML(max_iter=20, num_threads=1, random_state=0),
+        MLR(max_rounds=20, num_threads=1),
+        RMLR(max_rounds=20, num_threads=1),
+    ],
+    ids=lambda e: type(e).__name__,
 )
 def test_metric_learners_pass_check_estimator(est):
     with warnings.catch_warnings():

@@ -118,7 +118,7 @@ def feedback():
 
 def _learners(feedback):
     from recsys_ltr.ltr import LGMML, RPCMTL, ListMLE, ListNet
-    from recsys_ltr.metric_learning import FRML, GMML
+    from recsys_ltr.metric_learning import FRML, GMML, MLR, RMLR
     from recsys_ltr.models import ALS, BPR, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
     from recsys_ltr.neighbors import ContentAffinity
 
@@ -138,6 +138,8 @@ def _learners(feedback):
         ("", lambda p: BPR(factors=4, iterations=2, num_threads=1, show_progress=p).fit(feedback)),
         ("FRML", lambda p: FRML(n_components=2, max_iter=20, random_state=0, show_progress=p).fit(X, y)),
         ("GMML", lambda p: GMML(random_state=0, show_progress=p).fit(X, y)),
+        ("MLR", lambda p: MLR(num_threads=1, show_progress=p).fit(X, y)),
+        ("RMLR", lambda p: RMLR(num_threads=1, show_progress=p).fit(X, y)),
         ("L-GMML", lambda p: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=2, show_progress=p).fit(X, grades, qid)),
         ("ListMLE", lambda p: ListMLE(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
         ("ListNet", lambda p: ListNet(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
