@@ -101,7 +101,6 @@ def cosine_literal(M):
         return np.nan_to_num(C / np.outer(norm, norm))
 
 
-<<<<<<< HEAD
 def assert_same_evaluation(a, b):
     """Two :class:`~recsys_ltr.metrics.EvaluationResult` agree bit for bit (users, per-user values, means)."""
     assert list(a) == list(b)
@@ -132,7 +131,8 @@ def synthetic_split(n_users, n_items, seed):
 
     X = make_synthetic(n_users=n_users, n_items=n_items, factor_scale=3.0, seed=seed).matrix
     return (X, *next(split.folds(X, n_folds=1, seed=0)))
-=======
+
+
 def rewrite_header(src, dst, old, new):
     """Copy the saved model file ``src`` to ``dst`` with ``old`` replaced by ``new`` in its JSON header."""
     with np.load(src) as f:
@@ -140,4 +140,3 @@ def rewrite_header(src, dst, old, new):
     arrays["header"] = np.array(str(arrays["header"]).replace(old, new))
     np.savez(dst, **arrays)
     return dst
->>>>>>> mlr
