@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_feedback, check_positive_int, check_sparse
+from ._validation import check_bool, check_feedback, check_positive_int, check_sparse
 
 __all__ = ["Interactions", "UnknownIdError"]
 
@@ -217,7 +217,7 @@ class Interactions:
         """Binarize the summed weights of ``X``, apply the k-core, drop empties, build."""
         min_user = check_positive_int(min_user_count, "min_user_count", minimum=0)
         min_item = check_positive_int(min_item_count, "min_item_count", minimum=0)
-        if drop_empty:
+        if check_bool(drop_empty, "drop_empty"):
             min_user, min_item = max(min_user, 1), max(min_item, 1)
         X = _binarize(X, threshold, rule)
         if X.nnz == 0:

@@ -16,6 +16,8 @@ from recsys_ltr.neighbors import cosine_affinity
 from recsys_ltr.split import holdout
 from recsys_ltr.warp import WarpSampler
 
+pytestmark = pytest.mark.kernels
+
 
 def block_feedback(n_groups=4, users=60, items=25, p_in=0.3, p_out=0.02, seed=0):
     """Planted clusters: users of group g like the items of block g (prob p_in), others rarely."""
@@ -219,7 +221,7 @@ def test_clone_and_get_params():
         (dict(beta=1.5), TypeError, "beta must be an integer"),
         (dict(early_stopping=0), ValueError, "early_stopping must be"),
         (dict(init="random"), ValueError, "init must be"),
-        (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\(0.0, 1.0\\)"),
+        (dict(holdout=1.0), ValueError, "holdout must be a finite number in \\[0.0, 1.0\\)"),
         (dict(holdout=-0.1), ValueError, "holdout must be"),
         (
             dict(holdout=0.2, affinity=cosine_affinity(sp.csr_matrix(np.eye(15, 12)), 3)),

@@ -16,7 +16,6 @@ then decompressed transparently and its checksum is taken over the decompressed 
 from __future__ import annotations
 
 import gzip
-import zlib
 import hashlib
 import io
 import json
@@ -24,9 +23,12 @@ import os
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+
+from .._validation import check_bool
 
 __all__ = [
     "ENV_VAR",
@@ -129,6 +131,7 @@ def dataset_path(name: str, filename: str, data_dir=None, verify: bool = True) -
         The file's content differs from the registered one.
     """
     info = dataset_info(name)
+    check_bool(verify, "verify")
     if filename not in info["files"]:
         raise ValueError(f"{filename!r} is not a registered file of {name!r}; files: {sorted(info['files'])}")
     path = _find(name, filename, data_dir)

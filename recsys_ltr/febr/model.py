@@ -257,8 +257,7 @@ class FEBR(Recommender):
             check_positive_int(self.beta, "beta")
         if self.early_stopping is not None:
             check_positive_int(self.early_stopping, "early_stopping")
-        if self.holdout != 0:
-            check_real(self.holdout, "holdout", low=0.0, high=1.0, low_open=True, high_open=True)
+        if check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True) > 0:
             if not isinstance(self.affinity, str):
                 raise ValueError("holdout > 0 rebuilds the affinity on the feature part: give affinity as a kind")
         if self.validation_users is not None:

@@ -12,25 +12,9 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._io import Persistable
+from .._validation import check_dense
 
 __all__ = ["MahalanobisMixin", "check_dense"]
-
-
-def check_dense(X, name: str = "X", *, min_rows: int = 1) -> np.ndarray:
-    """``X`` as a finite float64 2-D array with at least ``min_rows`` rows and one column."""
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    X = np.asarray(X)
-    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype.kind == "b"):
-        raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
-    if np.iscomplexobj(X):
-        raise TypeError(f"{name} has complex values")
-    if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] == 0:
-        raise ValueError(f"{name} must be a 2-D array with at least {min_rows} row(s) and 1 column, got {X.shape}")
-    X = X.astype(np.float64)
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return X
 
 
 class MahalanobisMixin(Persistable, TransformerMixin):

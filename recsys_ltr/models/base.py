@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _topk
 from .._io import Persistable
 from .._topk import top_k_dense
-from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_positive_int, numba_threads
+from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
 
 _ID_MAX = np.iinfo(np.int64).max
 
@@ -116,8 +116,7 @@ class Recommender(Persistable, BaseEstimator):
 
     def _check_params(self):
         check_positive_int(self.num_threads, "num_threads", minimum=0)
-        if not isinstance(self.show_progress, (bool, np.bool_)):
-            raise TypeError(f"show_progress must be a bool, got {self.show_progress!r}")
+        check_bool(self.show_progress, "show_progress")
 
     def _check_data_params(self, X):
         """Checks of the parameters against the data (e.g. ``k`` below the catalogue size)."""
@@ -210,8 +209,10 @@ class Recommender(Persistable, BaseEstimator):
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
+        filter_already_liked_items = check_bool(filter_already_liked_items, "filter_already_liked_items")
+        recalculate_user = check_bool(recalculate_user, "recalculate_user")
+        rows, ids = self._user_rows(userid, user_items, recalculate_user)  # checks userid first
         scalar = np.ndim(userid) == 0
-        rows, ids = self._user_rows(userid, user_items, recalculate_user)
         # without recalculation a user-based model scores from the stored training rows
         scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
         excluded = self._excluded(filter_items, items, self.n_items_, "items")
@@ -310,7 +311,7 @@ class Recommender(Persistable, BaseEstimator):
         self._check_fitted()
         N = check_positive_int(N, "N")
         excluded = self._excluded(filter_items, items, self.n_items_, "items")
-        if recalculate_item:
+        if check_bool(recalculate_item, "recalculate_item"):
             if item_users is None:
                 raise ValueError("recalculate_item=True needs the items' users in item_users")
             ids = check_new_ids(itemid, "itemid", "n_items")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from scipy.linalg import cho_factor, get_lapack_funcs
 from threadpoolctl import threadpool_limits
@@ -78,7 +80,8 @@ class EASE(Recommender):
         n = X.shape[1]
         G = (X.T @ X).toarray()
         G[np.diag_indices(n)] += self.lam
-        threads = 1 if n > _THREADED_LAPACK_MAX else (self.num_threads or None)
+        # at most one thread per core: a larger count would overflow the C int of the BLAS library
+        threads = 1 if n > _THREADED_LAPACK_MAX else (min(self.num_threads, os.cpu_count() or 1) or None)
         with threadpool_limits(threads, user_api="blas"):
             c, _ = cho_factor(G, lower=False, overwrite_a=True, check_finite=False)
             potri = get_lapack_funcs("potri", (c,))

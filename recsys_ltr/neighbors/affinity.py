@@ -36,9 +36,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
+from .._validation import (
+    INDEX_DTYPE,
+    check_bool,
+    check_csr_structure,
+    check_feedback,
+    check_positive_int,
+    check_sparse,
+)
 from .knn import _self_knn, check_k, side_matrix, truncate_rows
 from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
+from .slim import check_slim_params
 
 __all__ = [
     "KINDS",
@@ -165,7 +173,7 @@ def _has_duplicates(M) -> bool:
 
 def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
     """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3)."""
-    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, show_progress)
+    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, check_bool(show_progress, "show_progress"))
 
 
 def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
@@ -174,7 +182,7 @@ def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) 
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
     """
-    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, show_progress)
+    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, check_bool(show_progress, "show_progress"))
 
 
 def _cosine_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
@@ -223,15 +231,11 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     :func:`recsys_ltr.neighbors.slim.slim_weights` for the objective and its mapping to
     scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2))``.
     """
+    X = check_feedback(X)
+    l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
+    show_progress = check_bool(show_progress, "show_progress")
     return _slim_affinity(
-        check_feedback(X),
-        k,
-        l1=l1,
-        l2=l2,
-        max_iter=max_iter,
-        tol=tol,
-        num_threads=num_threads,
-        show_progress=show_progress,
+        X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
 
 
@@ -275,7 +279,7 @@ def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=
     """
     X = check_feedback(X)
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_affinity(X, k, alpha, beta, num_threads, show_progress)
+    return _rp3beta_affinity(X, k, alpha, beta, num_threads, check_bool(show_progress, "show_progress"))
 
 
 def _rp3beta_affinity(X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False) -> Affinity:

@@ -33,6 +33,8 @@ from tqdm.auto import tqdm
 from .._topk import N_BUCKETS, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
+    check_bool,
+    check_compressed,
     check_feedback,
     check_num_threads,
     check_positive_int,
@@ -168,8 +170,9 @@ class KnnIndex:
     def __init__(self, indptr, indices, scale, weights, n_rows, n_features):
         n_rows = check_positive_int(n_rows, "n_rows")
         n_features = check_positive_int(n_features, "n_features")
+        nnz = check_compressed(indptr, indices, n_features, n_rows, "KnnIndex", "row index")  # before scipy sees them
         Mt = check_sparse(
-            sp.csr_matrix((np.ones(np.asarray(indices).shape[0]), indices, indptr), shape=(n_features, n_rows)),
+            sp.csr_matrix((np.ones(nnz), np.asarray(indices)[:nnz], np.asarray(indptr)), shape=(n_features, n_rows)),
             "KnnIndex", allow_empty=True,
         )  # fmt: skip
         scale = _finite_vector(scale, n_rows, "scale", positive=False)
@@ -293,6 +296,7 @@ def knn_query(
         raise ValueError(f"queries have {Q.shape[1]} columns but the indexed rows have {index.n_features}")
     self_ids = _check_query_ids(query_ids, Q.shape[0], index.n_rows)
     query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
+    show_progress = check_bool(show_progress, "show_progress")
     return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale)
 
 
@@ -379,7 +383,7 @@ def weighted_cosine_knn(
         if query_ids is None
         else _check_query_ids(query_ids, M.shape[0], M.shape[0])
     )
-    return _knn_query(index, M, k, ids, num_threads, show_progress, desc)
+    return _knn_query(index, M, k, ids, num_threads, check_bool(show_progress, "show_progress"), desc)
 
 
 def _self_knn(M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN") -> sp.csr_matrix:
@@ -408,6 +412,7 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
     """
     M = side_matrix(check_feedback(X), side)
     k = check_k(k, M.shape[0], f"{side}s")
+    show_progress = check_bool(show_progress, "show_progress")
     return _self_knn(M, k, num_threads=num_threads, show_progress=show_progress, desc=f"{side} KNN")
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_feedback, check_real
+from .._validation import check_bool, check_feedback, check_real
 from .knn import _knn_index, _knn_query, check_k, truncate_rows
 
 __all__ = ["check_rp3beta_params", "rp3beta_similarity", "rp3beta_weights"]
@@ -76,7 +76,7 @@ def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progres
     X = check_feedback(X)
     k = check_k(k, X.shape[1], "items")
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress)
+    return _rp3beta_similarity(X, k, alpha, beta, num_threads, check_bool(show_progress, "show_progress"))
 
 
 def _rp3beta_similarity(X, k, alpha, beta, num_threads=0, show_progress=False) -> sp.csr_matrix:
