@@ -366,8 +366,11 @@ def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
         arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {arr.shape}")
-    if arr.dtype == object and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr):
-        pass  # Python ints beyond the 64-bit range: out of range below
+    if arr.dtype == object:  # Python ints beyond the 64-bit range, maybe mixed with integral floats
+        values = [_integral(v) for v in arr]
+        if any(v is None for v in values):
+            raise TypeError(f"{name} must be integers, got {arr[[v is None for v in values]][:5].tolist()}")
+        arr = np.array(values, dtype=object)
     elif arr.size and not np.issubdtype(arr.dtype, np.integer):
         if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
             raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
@@ -375,6 +378,25 @@ def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
     if np.any(out):
         raise ValueError(f"{name} out of range [0, {n}): {arr[out][:5].tolist()}")
     return arr.astype(np.int64)
+
+
+def _integral(v) -> int | None:
+    """The int an id stands for (an integer, or a finite float with an integral value), else None."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and np.isfinite(v) and v == int(v):
+        return int(v)
+    return None
+
+
+def check_relevance(y, name: str = "y") -> np.ndarray:
+    """Graded relevance labels as float64: real (not complex, not bool), finite and non-negative."""
+    y = np.asarray(y)
+    if np.iscomplexobj(y) or not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) or np.any(y < 0):
+        raise ValueError(f"{name} must hold finite non-negative relevance labels")
+    return y.astype(np.float64)
 
 
 def check_scores(scores, shape: tuple[int, int], name: str = "scores") -> np.ndarray:

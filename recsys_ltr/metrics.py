@@ -52,6 +52,7 @@ from recsys_ltr._ranking import BASE_METRICS, evaluate_block, metrics_from_ranks
 from recsys_ltr._validation import (
     INDEX_DTYPE,
     check_bool,
+    check_dense,
     check_feedback,
     check_ids,
     check_positive_int,
@@ -302,8 +303,8 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     dict
         ``{"MAP", "AUC", "P@k" for k in ks, "n_queries"}``: means over the evaluated queries.
     """
-    Zq, Zdb = np.asarray(Zq, dtype=np.float64), np.asarray(Zdb, dtype=np.float64)
-    if Zq.ndim != 2 or Zdb.ndim != 2 or Zq.shape[1] != Zdb.shape[1]:
+    Zq, Zdb = check_dense(Zq, "Zq"), check_dense(Zdb, "Zdb")
+    if Zq.shape[1] != Zdb.shape[1]:
         raise ValueError(f"Zq and Zdb must be 2-D with equal widths, got {Zq.shape} and {Zdb.shape}")
     R = check_feedback(relevance, "relevance", allow_empty=True)
     if R.shape != (Zq.shape[0], Zdb.shape[0]):

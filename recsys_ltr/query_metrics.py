@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, check_relevance
 
 __all__ = [
     "average_precision",
@@ -66,12 +66,11 @@ def _check_inputs(y, scores, qid):
         raise ValueError(f"y and scores must be 1-D, got shapes {y.shape} and {scores.shape}")
     if y.shape != scores.shape or y.shape != np.shape(qid):
         raise ValueError(f"shape mismatch: y {y.shape}, scores {scores.shape}, qid {np.shape(qid)}")
-    if not np.issubdtype(y.dtype, np.number) or np.any(~np.isfinite(y)) or np.any(y < 0):
-        raise ValueError("y must hold finite non-negative relevance labels")
+    y = check_relevance(y)
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN")
     order, offsets, _ = query_groups(qid)
-    return y.astype(np.float64)[order], scores[order], offsets
+    return y[order], scores[order], offsets
 
 
 @njit(cache=True)

@@ -64,6 +64,7 @@ class Same:
     reason: str = ""
     finite: bool = False  # the answer must hold no NaN (scores of a fitted model)
     exact: bool = True  # False: any answer will do (an unseeded estimator)
+    tol: float = 0.0  # > 0: float answers equal to this relative tolerance (a brute-force reference)
 
 
 @dataclass(frozen=True)
@@ -119,11 +120,20 @@ def judge(fn, expect) -> Outcome:
         if type(exc) is not type(ref_exc) or str(exc) != str(ref_exc):
             return Outcome("misleading", f"got {_message(exc)}, canonical input gave {_message(ref_exc)}")
         return Outcome("clear")
-    if expect.exact and not equal(result, ref):
+    if expect.exact and not (equal(result, ref) or (expect.tol and _close(result, ref, expect.tol))):
         return Outcome("wrong", f"answer differs from the canonical input's: {_short(result)} vs {_short(ref)}")
     if expect.finite and _has_nan(result):
         return Outcome("wrong", f"the answer holds NaN: {_short(result)}")
     return Outcome("accepted", expect.reason) if expect.reason else Outcome("right")
+
+
+def _close(a, b, tol) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return (
+        a.shape == b.shape
+        and a.dtype.kind == b.dtype.kind == "f"
+        and np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True)
+    )
 
 
 def _has_nan(x) -> bool:
@@ -527,6 +537,8 @@ def expect_sparse(case, role: str, name: str, reference, keep_order=False):
     pattern = ROLES[role].get(defect, DEFECTS[defect][1]) if defect in ("negative", "zero") else DEFECTS[defect][1]
     if defect in ("negative", "zero") and defect not in ROLES[role]:
         pattern = None
+    if keep_order and case["fmt"] == "csr" and pattern is not None:  # an affinity refuses duplicates first
+        pattern += "|twice"
     if pattern is not None:
         return Reject(pattern, name)
     canonical = reference_csr(case, keep_order)
@@ -1937,6 +1949,11 @@ def families() -> dict:
             ["python -m recsys_ltr.eval"],
             lambda e, c, d: cli_case_outcome(c, d),
         ),
+        "arrays": (
+            lambda e, crash=None: array_cases(e),
+            sorted(cached("array_targets", array_targets)),
+            lambda e, c, d: array_case_outcome(c),
+        ),
         "selftest": (lambda e, crash=None: st.just({}), ["abort", "hang"], lambda e, c, d: _selftest(e)),
     }
 
@@ -2017,3 +2034,176 @@ def run_batch_subprocess(records, directory, timeout=600, env=None) -> list[Outc
             raise RuntimeError(f"the fuzz worker failed before its first case (exit {rc}):\n{err[-2000:]}")
         start = last + 1
     return [outcomes[i] for i in range(len(records))]
+
+
+# ============================================================================ dense arrays (rankings, features, labels)
+#: kind of an array argument -> {defect: regex of the error (None: a valid input)}
+ARRAY_KINDS = {
+    "labels": {"none": None, "list": None, "int": None, "huge": None, "nan": r"finite|NaN", "inf": r"finite|infinite",
+               "complex": r"finite|real|complex|numeric", "str": r"finite|numeric|real", "negative": r"non-negative",
+               "short": r"shape|mismatch", "2d": r"1-D|shape|mismatch", "ragged": r"1-D|nested|shape"},
+    "scores": {"none": None, "list": None, "int": None, "inf": None, "nan": r"NaN", "complex": r"real|complex",
+               "str": r"real|numeric", "short": r"shape|mismatch", "2d": r"1-D|shape|mismatch",
+               "ragged": r"1-D|nested|shape"},
+    "qid": {"none": None, "list": None, "negative": None, "huge": None, "float": r"integer", "nan": r"integer",
+            "str": r"integer", "short": r"shape|mismatch", "2d": r"1-D|shape|mismatch", "ragged": r"1-D|nested|shape"},
+    "features": {"none": None, "list": None, "int": None, "nan": r"NaN or infinite", "inf": r"NaN or infinite",
+                 "complex": r"complex", "str": r"numeric", "short": r"shape|rows|mismatch|features|samples|\(",
+                 "1d": r"2-D", "ragged": r"2-D|different lengths"},
+    "block": {"none": None, "list": None, "int": None, "inf": None, "nan": r"NaN", "complex": r"real|complex",
+              "str": r"real|numeric", "narrow": r"shape", "1d": r"shape"},
+    "weights": {"none": None, "list": None, "int": None, "nan": r"NaN or infinite", "inf": r"NaN or infinite",
+                "complex": r"complex", "str": r"numeric", "negative": r"negative", "short": r"length",
+                "2d": r"1-D", "ragged": r"1-D numbers"},
+    "keys": {"none": None, "list": None, "str": None, "short": r"length", "2d": r"1-D", "ragged": r"1-D hashable"},
+    "classes": {"none": None, "list": None, "str_classes": None, "nan": r"NaN", "short": r"shape|labels|samples",
+                "2d": r"1-D|shape", "ragged": r"1-D|shape|nested"},
+}  # fmt: skip
+
+
+def _apply_array_defect(a, defect, val):
+    """The hostile form of the valid array ``a`` (values, shape or container)."""
+    a = np.asarray(a)
+    flat = a.astype(np.float64).ravel().copy()
+    at = val % flat.size
+    if defect in ("nan", "inf", "negative", "huge", "float"):
+        flat[at] = {"nan": np.nan, "inf": -np.inf if val % 2 else np.inf, "negative": -1.0 - val % 3,
+                    "huge": 2000.0 if a.dtype.kind == "f" else 2**62, "float": 0.5}[defect]  # fmt: skip
+        out = flat.reshape(a.shape)
+        return out if defect not in ("negative", "huge") or a.dtype.kind == "f" else out.astype(np.int64)
+    edits = {
+        "none": lambda: a,
+        "list": lambda: a.tolist(),
+        "int": lambda: np.round(a).astype(np.int64),
+        "complex": lambda: a.astype(np.complex128) + 1j,
+        "str": lambda: a.astype(str),
+        "short": lambda: a[:-1],
+        "narrow": lambda: a[:, :-1],
+        "2d": lambda: a[:, None],
+        "1d": lambda: a.ravel(),
+        "ragged": lambda: [a.tolist()[:-1], a.tolist()] if a.ndim == 1 else [*a.tolist()[:-1], a.tolist()[-1][:-1]],
+        "str_classes": lambda: np.array([f"c{x}" for x in a]),
+    }
+    return edits[defect]()
+
+
+def _ndcg_brute(y, scores, qid, k):
+    """NDCG@k per query (ascending qid), loop by loop: gains ``2**l - 1`` scaled by ``2**-max`` (the
+    exponent taken in Python ints, so that a label of 2**62 stays finite)."""
+    out = []
+    for q in sorted(set(np.asarray(qid).tolist())):
+        rows = [i for i in range(len(qid)) if qid[i] == q]
+        labels = [int(y[i]) for i in rows]
+        order = sorted(range(len(rows)), key=lambda j: (-scores[rows[j]], j))
+        top = max(labels)
+        if top <= 0:
+            out.append(np.nan)
+            continue
+        gain = [2.0 ** (lab - top) - 2.0 ** (-top) for lab in labels]
+        cut = min(k, len(rows))
+        dcg = sum(gain[order[i]] / np.log2(i + 2.0) for i in range(cut))
+        idcg = sum(g / np.log2(i + 2.0) for i, g in enumerate(sorted(gain, reverse=True)[:cut]))
+        out.append(dcg / idcg)
+    return np.array(out)
+
+
+def _ap_brute(y, scores, qid):
+    out = []
+    for q in sorted(set(np.asarray(qid).tolist())):
+        rows = [i for i in range(len(qid)) if qid[i] == q]
+        order = sorted(range(len(rows)), key=lambda j: (-scores[rows[j]], j))
+        hits = [i for i, j in enumerate(order) if y[rows[j]] > 0]
+        out.append(np.mean([(n + 1) / (i + 1) for n, i in enumerate(hits)]) if hits else np.nan)
+    return np.array(out)
+
+
+def _interactions(users, items, weights):
+    from recsys_ltr import Interactions
+
+    inter = Interactions.from_arrays(users, items, weights)
+    return inter.matrix, inter.user_ids.tolist(), inter.item_ids.tolist()
+
+
+def _rows(block, users):
+    """Rows ``users`` of a score block given as an array or a nested list (a score function's answer)."""
+    return [block[u] for u in users] if isinstance(block, list) else block[users]
+
+
+def array_targets() -> dict:
+    """name -> ({argument: (valid value, kind)}, call(**args), brute(**args) or None)."""
+    from recsys_ltr.ltr import LGMML
+    from recsys_ltr.metric_learning import FRML, GMML
+    from recsys_ltr.metrics import evaluate, rank_test_items, retrieval_metrics
+    from recsys_ltr.query_metrics import average_precision, ndcg_at_k
+
+    Xq, yq, qid = _ltr_data()
+    y_int = np.array(yq, dtype=np.int64)
+    s = -np.round(Xq[:, 0], 2)
+    Xl, yl = _labels_data()
+    X7, T7 = base_matrix(), _test_matrix()
+    block = _ranking_scores(np.arange(7)) + np.arange(7)[:, None] / 10
+    rel = sp.csr_matrix(np.eye(4)[:3])
+    return {
+        "ndcg_at_k": ({"y": (y_int, "labels"), "scores": (s, "scores"), "qid": (qid, "qid")},
+                      lambda y, scores, qid: ndcg_at_k(y, scores, qid, k=3),
+                      lambda y, scores, qid: _ndcg_brute(y, scores, qid, 3)),
+        "average_precision": ({"y": (y_int, "labels"), "scores": (s, "scores"), "qid": (qid, "qid")},
+                              average_precision, _ap_brute),
+        "LGMML": ({"X": (Xq, "features"), "y": (y_int, "labels"), "qid": (qid, "qid")},
+                  lambda X, y, qid: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0)
+                  .fit(X, y, qid).predict(X, qid), None),
+        "GMML": ({"X": (Xl, "features"), "y": (yl, "classes")},
+                 lambda X, y: GMML(random_state=0).fit(X, y).components_, None),
+        "FRML": ({"X": (Xl, "features"), "y": (yl, "classes")},
+                 lambda X, y: FRML(max_iter=3, random_state=0, num_threads=1).fit(X, y=y).components_, None),
+        "retrieval_metrics": ({"Zq": (np.eye(4)[:3] + 0.5, "features"), "Zdb": (np.eye(4) * 2, "features")},
+                              lambda Zq, Zdb: retrieval_metrics(Zq, Zdb, rel, ks=(1,)), None),
+        "Interactions.from_arrays": ({"users": (np.array([1, 1, 2, 3, 3]), "keys"),
+                                      "weights": (np.array([1.0, 2.0, 3.0, 1.0, 2.0]), "weights")},
+                                     lambda users, weights: _interactions(users, [5, 6, 5, 6, 7], weights), None),
+        "rank_test_items": ({"scores": (block, "block")},
+                            lambda scores: rank_test_items(scores, X7, T7), None),
+        "evaluate(score block)": ({"block": (block, "block")},
+                                  lambda block: dict(evaluate(lambda u: _rows(block, u), X7, T7, k=3)), None),
+    }  # fmt: skip
+
+
+@st.composite
+def array_cases(draw, target=None):
+    target = target or draw(st.sampled_from(sorted(cached("array_targets", array_targets))))
+    args = cached("array_targets", array_targets)[target][0]
+    arg = draw(st.sampled_from(sorted(args)))
+    defect = draw(st.sampled_from(sorted(ARRAY_KINDS[args[arg][1]])))
+    return {"target": target, "arg": arg, "defect": defect, "val": draw(st.integers(0, 10**6))}
+
+
+def array_case_outcome(case) -> Outcome:
+    args, call, brute = cached("array_targets", array_targets)[case["target"]]
+    valid = {name: value for name, (value, _) in args.items()}
+    value, kind = args[case["arg"]]
+    hostile = {**valid, case["arg"]: _apply_array_defect(value, case["defect"], case["val"])}
+    pattern = ARRAY_KINDS[kind][case["defect"]]
+    reason = ""
+    if kind == "block" and case["defect"] == "nan" and not _ranked(*divmod(case["val"] % value.size, 6)):
+        pattern, reason = (
+            None,
+            "a NaN score that is never ranked (a training item, a user without test items) is ignored",
+        )
+    if pattern is not None:
+        return judge(lambda: call(**hostile), Reject(pattern, ""))
+    canonical_args = {**valid, case["arg"]: _canonical_array(hostile[case["arg"]], kind)}
+    if brute is not None:  # exact rationals against the float implementation
+        return judge(lambda: call(**hostile), Same(lambda: brute(**canonical_args), reason, tol=1e-12))
+    return judge(lambda: call(**hostile), Same(lambda: call(**canonical_args), reason))
+
+
+def _ranked(user, item) -> bool:
+    """Whether the score of (user, item) is ranked: a candidate (not a training item) of a user with test items."""
+    return _test_matrix()[user].nnz > 0 and base_matrix()[user, item] == 0
+
+
+def _canonical_array(a, kind):
+    a = np.asarray(a)
+    if kind in ("qid", "classes") or a.dtype.kind in "iuU":
+        return a
+    return a.astype(np.float64)

@@ -73,6 +73,16 @@ def test_hostile_model_files(tmp_path_factory, case):
     check("files", case["model"], case, str(tmp_path_factory.getbasetemp()))
 
 
+@pytest.mark.kernels
+@fuzz(120)
+@given(data=st.data())
+def test_hostile_arrays(data):
+    """Labels, scores, qids, features, score blocks, classes, ids and weights given as lists, ints,
+    strings, complex, NaN/inf, negative, 2-D, ragged or one element short."""
+    entry = data.draw(st.sampled_from(sorted(_fuzz.cached("array_targets", _fuzz.array_targets))))
+    check("arrays", entry, data.draw(_fuzz.array_cases(entry)))
+
+
 @fuzz(80)
 @given(case=_fuzz.letor_cases())
 def test_hostile_letor_files(tmp_path_factory, case):
@@ -417,4 +427,61 @@ def test_declared_but_unexpected_member_is_never_read(tmp_path):
 
 def test_cli_integers_beyond_int64_are_usage_errors(tmp_path):
     outcome = _fuzz.cli_case_outcome({"args": ["--folds", str(2**80)], "flag": "--folds"}, str(tmp_path))
+    assert outcome.category == "clear", outcome.detail
+
+
+def test_complex_relevance_labels_are_refused():
+    from recsys_ltr.ltr import LGMML
+    from recsys_ltr.query_metrics import ndcg_at_k
+
+    X, y, qid = _fuzz._ltr_data()
+    with pytest.raises(ValueError, match="y must hold finite non-negative relevance labels"):  # was accepted
+        LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(X, np.asarray(y) + 1j, qid)
+    with pytest.raises(ValueError, match="y must hold finite non-negative relevance labels"):
+        ndcg_at_k(np.asarray(y) + 0j, X[:, 0], qid)
+
+
+def test_ndcg_of_huge_labels_matches_the_loop():
+    """Gains 2**l - 1 scaled by 2**-max: a label of 2**62 is finite, and equal to the loop's answer."""
+    from recsys_ltr.query_metrics import ndcg_at_k
+
+    y, s, qid = np.array([2**62, 3, 0, 1]), np.array([0.1, 0.9, 0.5, 0.2]), np.zeros(4, dtype=int)
+    np.testing.assert_allclose(ndcg_at_k(y, s, qid, k=3), _fuzz._ndcg_brute(y, s, qid, 3), rtol=1e-12)
+
+
+def test_weights_and_ids_messages_name_what_they_hold():
+    from recsys_ltr import Interactions
+
+    with pytest.raises(TypeError, match="weights must be 1-D numbers, got an element"):  # was "hashable ids"
+        Interactions.from_arrays([1, 2], [3, 4], [[1.0], 2.0])
+    with pytest.raises(ValueError, match="X: 1 .* negative weight"):  # names the argument
+        Interactions.from_sparse(sp.csr_matrix(np.array([[1.0, -1.0]])))
+
+
+def test_ids_mixing_floats_and_huge_ints_are_out_of_range():
+    from recsys_ltr._validation import check_ids
+
+    with pytest.raises(ValueError, match="out of range"):  # was "must be integers, got dtype object"
+        check_ids((9, np.float32(1.0), 2**64), 10)
+    with pytest.raises(TypeError, match="must be integers"):
+        check_ids(np.array([1, 0.5, 2**64], dtype=object), 10)
+
+
+def test_retrieval_metrics_checks_its_embeddings():
+    from recsys_ltr.metrics import retrieval_metrics
+
+    with pytest.raises(ValueError, match="Zq contains NaN or infinite"):  # was NaN metrics
+        retrieval_metrics(np.array([[np.nan, 0.0]]), np.eye(2), sp.csr_matrix(np.eye(2)[:1]))
+
+
+def test_als_divergence_is_a_floating_point_error():
+    from recsys_ltr.models import ALS
+
+    with pytest.raises(FloatingPointError, match="ALS diverged"):  # was implicit's ModelFitError
+        ALS(factors=2, iterations=1, alpha=1e308, random_state=0, num_threads=1).fit(_fuzz.base_matrix())
+
+
+def test_gmml_file_with_a_non_square_metric(tmp_path):
+    case = {"model": "GMML", "mutation": "state_shape", "pos": 2.2250738585072014e-308, "val": 4149}
+    outcome = _fuzz.file_case_outcome(case, str(tmp_path))  # a 2 x 3 components_ was loaded
     assert outcome.category == "clear", outcome.detail

@@ -48,7 +48,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._io import Persistable
-from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
+from .._validation import (
+    check_num_threads,
+    check_positive_int,
+    check_random_state,
+    check_real,
+    check_relevance,
+    numba_threads,
+)
 from ..metric_learning._base import check_dense
 from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
@@ -270,9 +277,7 @@ class LGMML(Persistable, BaseEstimator):
         y = np.asarray(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) or np.any(y < 0):
-            raise ValueError("y must hold finite non-negative relevance labels")
-        return X, qid, y.astype(np.float64)
+        return X, qid, check_relevance(y)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, qid):
