@@ -6,6 +6,11 @@ stopping on validation ADG, timed after a warm-up fit on 500 users that loads nu
 kernels once per process, reported as ``warmup``), full evaluation time (all metrics, every test user, validation items
 excluded) and peak resident memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run.
 
+* FEBR-stack: ``FEBR()`` at its defaults (stacked bases, leak-free holdout, carved validation), fitted
+  without the split's validation; ``bases_s`` is the time spent in base fits (grid search, refits on
+  the feature part, the fit part and all of the training matrix), ``slowest_base_s`` the slowest
+  single base fit and ``stacking_s = fit - bases_s`` the stacking layer (base scoring, pools,
+  features, OPT-ADG, validation);
 * FEBR: FEBRi, cosine affinity, k = 100, default iterations / gamma / learning rate, validation
   ADG on 1000 validation users every 50k samples, early stopping after 2 evaluations without gain;
 * ALS: implicit 0.7 ``AlternatingLeastSquares(factors=64, iterations=15)``;
@@ -45,15 +50,22 @@ def _one(name, method, samples):
 
     train, val, test = _split(name)
     extra = {}
-    if method == "FEBR":  # warm-up on 500 users: numba loads its cached kernels once per process
+    if method.startswith("FEBR"):  # warm-up on 500 users: numba loads its cached kernels once per process
         from recsys_ltr.febr.model import FEBR
 
         t0 = time.perf_counter()
-        FEBR(k=10, iterations=2000, eval_every=1000, num_threads=THREADS).fit(train[:500], val[:500])
+        kind = {} if method == "FEBR-stack" else dict(bases=None, affinity="cosine", k=10, holdout=0.0)
+        FEBR(**kind, iterations=2000, eval_every=1000, num_threads=THREADS).fit(train[:500], validation=val[:500])
         extra["warmup"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if method == "FEBR":
+    if method == "FEBR-stack":
+        model, base_fits = _timed_base_fits(lambda: FEBR(random_state=0, num_threads=THREADS).fit(train))
+        scorer = model
+        extra.update(bases_s=sum(base_fits), slowest_base_s=max(base_fits), base_fits=len(base_fits))
+    elif method == "FEBR":
         model = FEBR(
+            bases=None,
+            holdout=0.0,
             affinity="cosine",
             side="item",
             k=100,
@@ -84,11 +96,35 @@ def _one(name, method, samples):
         )
         extra = {"epochs": epochs}
     fit = time.perf_counter() - t0
+    if "bases_s" in extra:
+        extra["stacking_s"] = fit - extra["bases_s"]
     t0 = time.perf_counter()
     result = evaluate(scorer, train, test, exclude=val, num_threads=THREADS)
     ev = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss in KiB)
     print(json.dumps({"fit": fit, "eval": ev, "peak_gb": peak, "ADG": result["ADG"], **extra}))
+
+
+def _timed_base_fits(fit_febr):
+    """``fit_febr()``'s result and the wall time of every base fit inside it."""
+    from recsys_ltr.febr.model import FEBR
+    from recsys_ltr.models.base import Recommender
+
+    times, original = [], Recommender.fit
+
+    def timed(self, *args, **kwargs):
+        if isinstance(self, FEBR):
+            return original(self, *args, **kwargs)
+        t0 = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        times.append(time.perf_counter() - t0)
+        return out
+
+    Recommender.fit = timed
+    try:
+        return fit_febr(), times
+    finally:
+        Recommender.fit = original
 
 
 def _dot_scorer(U, V, item_bias=None):
@@ -111,7 +147,7 @@ def _run(name, method, samples=0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["movielens-1m-implicit", "gowalla"])
-    parser.add_argument("--methods", nargs="+", default=["FEBR", "ALS", "LightFM"])
+    parser.add_argument("--methods", nargs="+", default=["FEBR-stack", "FEBR", "ALS", "LightFM"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -132,7 +168,9 @@ def main():
         for method, r in med.items():
             ratio = r["fit"] / med["ALS"]["fit"] if "ALS" in med else float("nan")
             notes = {
-                key: round(v, 2) for key, v in r.items() if key in ("samples", "best_iteration", "epochs", "warmup")
+                key: round(v, 2)
+                for key, v in r.items()
+                if key in ("samples", "best_iteration", "epochs", "warmup", "bases_s", "slowest_base_s", "stacking_s")
             }
             print(
                 f"{name:<24}{method:<9}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"

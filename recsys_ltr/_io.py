@@ -257,7 +257,9 @@ class Persistable:
     may override:
 
     * ``_saved_params()`` -- JSON-able parameters written to the file (default: the parameters
-      the model was fitted with, ``params_`` when the estimator keeps them, else ``get_params()``);
+      the model was fitted with, ``params_`` when the estimator keeps them, else ``get_params()``),
+      and ``_decode_params`` its inverse (e.g. nested estimators);
+    * ``_saved_state()`` / ``_state_names()`` -- the arrays written, the names a file may hold;
     * ``_load_state(state, path)`` -- turn the raw arrays into fitted attributes and check them
       against each other and against the parameters (raise ``ValueError``); the default sets
       dense arrays as float64 and wraps CSR / Affinity specs;
@@ -280,8 +282,7 @@ class Persistable:
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(self)
-        state = {name: getattr(self, name) for name in self._state_attributes}
-        state = {name: value for name, value in state.items() if value is not None}
+        state = {name: value for name, value in self._saved_state().items() if value is not None}
         return write_estimator_file(path, type(self).__name__, self._saved_params(), state)
 
     @classmethod
@@ -307,14 +308,14 @@ class Persistable:
         if model_cls is None or not issubclass(model_cls, cls):
             raise ValueError(f"{path} holds a {header['class']!r}, not a {cls.__name__}")
         try:
-            model = model_cls(**header["params"])
-        except TypeError as exc:
+            model = model_cls(**model_cls._decode_params(header["params"]))
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from None
         try:
             model._check_params()
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: invalid parameters: {exc}") from None
-        allowed = set(model._state_attributes)
+        allowed = set(model._state_names())
         if not set(header["state"]) <= allowed:
             raise ValueError(
                 f"{path}: fitted state holds {sorted(header['state'])}, expected names among {sorted(allowed)}"
@@ -323,6 +324,19 @@ class Persistable:
 
     def _saved_params(self) -> dict:
         return dict(getattr(self, "params_", None) or self.get_params(deep=False))
+
+    @classmethod
+    def _decode_params(cls, params: dict) -> dict:
+        """Constructor arguments from the parameters of a file (inverse of :meth:`_saved_params`)."""
+        return params
+
+    def _saved_state(self) -> dict:
+        """Fitted attributes written by :meth:`save` (default: ``_state_attributes``)."""
+        return {name: getattr(self, name) for name in self._state_attributes}
+
+    def _state_names(self) -> tuple:
+        """Names a file may hold, given the (loaded) parameters."""
+        return tuple(self._state_attributes)
 
     def _check_params(self):
         """Validate the parameters (subclasses)."""
@@ -335,6 +349,8 @@ class Persistable:
         from .neighbors.affinity import Affinity
 
         for name, value in state.items():
+            if name not in self._state_attributes:
+                continue  # a nested estimator's (see _state_names), restored by the subclass
             spec = specs[name]
             if spec["type"] == "dense":
                 if value.dtype.kind == "b":

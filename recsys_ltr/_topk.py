@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
+from tqdm.auto import tqdm
 
 __all__ = [
     "BLOCK_FLOATS",
@@ -267,29 +268,45 @@ def rank_sparse_rows(S: sp.csr_matrix, n_out: int) -> tuple[np.ndarray, np.ndarr
     return ids, scores
 
 
-def rank_dense_rows(rows_of, items, n_out, n_cols, *, exclude_self=True, drop_zero=True, drop_nonfinite=False):
+def rank_dense_rows(
+    rows_of,
+    items,
+    n_out,
+    n_cols,
+    *,
+    exclude_self=True,
+    drop_zero=True,
+    drop_nonfinite=False,
+    show_progress=False,
+    desc="",
+):
     """Best ``n_out`` columns of the dense rows ``rows_of(chunk)`` (one per id of ``chunk``,
     ``n_cols`` columns) for every id of ``items``, in chunks of at most :data:`BLOCK_FLOATS`
     floats; ``exclude_self`` leaves column ``items[r]`` out of its own row, ``drop_zero`` and
-    ``drop_nonfinite`` as in :func:`top_k_dense`.  Ties by smaller id."""
+    ``drop_nonfinite`` as in :func:`top_k_dense`.  Ties by smaller id.  ``show_progress``: a
+    tqdm bar (named ``desc``) over the chunks."""
     out_ids = np.empty((items.size, n_out), np.int64)
     out_scores = np.empty((items.size, n_out))
     no_secondary = np.zeros(n_cols)
     excluded = np.zeros(n_cols, dtype=np.bool_)
     step = max(1, BLOCK_FLOATS // n_cols)
-    for lo in range(0, items.size, step):
-        chunk = items[lo : lo + step]
-        ex_indptr = np.arange(chunk.size + 1, dtype=np.int32) if exclude_self else np.zeros(chunk.size + 1, np.int32)
-        block = np.ascontiguousarray(rows_of(chunk), dtype=np.float64)
-        top_k_dense(
-            block,
-            no_secondary,
-            ex_indptr,
-            chunk.astype(np.int32),
-            excluded,
-            drop_zero,
-            drop_nonfinite,
-            out_ids[lo : lo + step],
-            out_scores[lo : lo + step],
-        )
+    with tqdm(total=items.size, desc=desc, unit="row", disable=not show_progress) as bar:
+        for lo in range(0, items.size, step):
+            chunk = items[lo : lo + step]
+            ex_indptr = (
+                np.arange(chunk.size + 1, dtype=np.int32) if exclude_self else np.zeros(chunk.size + 1, np.int32)
+            )
+            block = np.ascontiguousarray(rows_of(chunk), dtype=np.float64)
+            top_k_dense(
+                block,
+                no_secondary,
+                ex_indptr,
+                chunk.astype(np.int32),
+                excluded,
+                drop_zero,
+                drop_nonfinite,
+                out_ids[lo : lo + step],
+                out_scores[lo : lo + step],
+            )
+            bar.update(chunk.size)
     return out_ids, out_scores

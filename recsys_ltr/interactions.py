@@ -225,13 +225,17 @@ class Interactions:
         if X.nnz == 0:
             raise ValueError(f"no positive interactions (threshold={threshold!r}, rule={rule!r})")
         rows, cols = _k_core(X, min_user, min_item)
-        X = X[rows][:, cols]
-        if X.nnz == 0:
+        kept = X[rows][:, cols]
+        if kept.nnz == 0:
             raise ValueError(
-                f"no interactions left after the k-core filter (min_user_count={min_user_count}, "
-                f"min_item_count={min_item_count})"
+                f"the k-core filter removed every interaction: min_user_count={min_user_count} and "
+                f"min_item_count={min_item_count} are repeatedly applied until each kept user has at least "
+                f"min_user_count positives and each kept item at least min_item_count, and nothing is left "
+                f"of the {X.nnz} positives (before filtering the most active user had "
+                f"{int(np.diff(X.indptr).max())} and the most popular item {int(np.bincount(X.indices).max())}); "
+                "lower min_user_count / min_item_count (0 disables the filter)"
             )
-        return cls(X, user_ids[rows], item_ids[cols])
+        return cls(kept, user_ids[rows], item_ids[cols])
 
     def with_item_features(self, features, item_ids=None, feature_names=None) -> Interactions:
         """Return a copy carrying item content aligned with the internal item index.

@@ -17,7 +17,8 @@ REC@k      mean over ``R`` of ``[rank < k]`` (Recall at k).
 MAP        average precision over the full candidate list: mean over the sorted relevant
            ranks ``r_1 < ... < r_m`` of ``j / (r_j + 1)``.
 NDCG       ``sum_R 1/log2(rank + 2)`` divided by the ideal ``sum_{j<m} 1/log2(j + 2)``
-           (binary gain, full list).
+           (binary gain, full list; graded NDCG@k of query-document ranking is
+           :func:`recsys_ltr.query_metrics.ndcg_at_k`).
 P@k        hits among the top ``k`` candidates divided by ``k``.
 AUC        fraction of (relevant, irrelevant candidate) pairs in the right order (1 when every
            candidate is relevant).

@@ -1,4 +1,10 @@
-"""Per-query ranking metrics for learning to rank: NDCG@k and average precision.
+"""Per-query ranking metrics for query-document learning to rank: graded NDCG@k and average precision.
+
+Not the recommendation metrics of :mod:`recsys_ltr.metrics`, which rank a user's *candidates*
+(the catalogue minus the training positives) against binary held-out positives over the *full*
+list (binary gain, no cutoff, ties by popularity).  Here each query ranks its own labelled
+documents, gains are graded and NDCG is cut at ``k`` (the LETOR convention, to compare with
+published query-document results and LightGBM).
 
 Conventions (LETOR / Järvelin & Kekäläinen 2002):
 

@@ -30,7 +30,17 @@ import scipy.sparse as sp
 
 from ._validation import check_feedback, check_positive_int, check_random_state, check_real
 
-__all__ = ["folds", "holdout", "holdout_checked", "leave_k_out", "novelty_holdout", "split_counts"]
+__all__ = [
+    "eligible_positives",
+    "folds",
+    "holdout",
+    "holdout_checked",
+    "kfold",
+    "kfold_checked",
+    "leave_k_out",
+    "novelty_holdout",
+    "split_counts",
+]
 
 
 def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
@@ -56,7 +66,7 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     """
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
-    return holdout_checked(X, val, test, check_random_state(seed, "seed"), _eligible(X, exclude_top))
+    return holdout_checked(X, val, test, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
 
 
 def holdout_checked(X, val, test, rng, eligible=None):
@@ -85,7 +95,7 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
     n_folds = check_positive_int(n_folds, "n_folds")
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
-    eligible = _eligible(X, exclude_top)
+    eligible = eligible_positives(X, exclude_top)
     rng = check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
     if isinstance(seed, numbers.Integral):
         check_random_state(seed + n_folds - 1, "seed + n_folds - 1")
@@ -95,6 +105,36 @@ def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator
         )
         for f in range(n_folds)
     )
+
+
+def kfold(X, n_folds=5, seed=0, exclude_top=None) -> Iterator[tuple]:
+    """Yield ``n_folds`` ``(train, held_out)`` splits whose held-out parts are disjoint.
+
+    Every eligible positive (``exclude_top`` as in :func:`holdout`) of a user with at least two
+    positives is held out in exactly one fold: the user's eligible positives, in random order, go
+    to the folds in turn from a random first fold, so a user with fewer eligible positives than
+    folds is held out in some folds only, and every fold's ``train`` keeps at least one of the
+    user's positives.  ``train + held_out == X`` in every fold.
+    """
+    X = check_feedback(X)
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    return kfold_checked(X, n_folds, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
+
+
+def kfold_checked(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
+    """:func:`kfold` of a canonical ``X``, a checked ``n_folds``, a Generator and the mask of
+    eligible positives (default all)."""
+    eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
+    rows = _rows(X)
+    eligible = eligible & (np.diff(X.indptr) >= 2)[rows]
+    key = rng.random(X.nnz)
+    key[~eligible] = 2.0
+    order = np.lexsort((key, rows))
+    rank = np.empty(X.nnz, dtype=np.int64)
+    rank[order] = np.arange(X.nnz) - X.indptr[rows[order]]
+    fold = (rank + rng.integers(n_folds, size=X.shape[0])[rows]) % n_folds
+    fold[~eligible] = -1
+    return ((_subset(X, rows, fold != f), _subset(X, rows, fold == f)) for f in range(n_folds))
 
 
 def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
@@ -111,7 +151,7 @@ def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
     X = check_feedback(X)
     k = check_positive_int(k, "k")
     val_k = check_positive_int(val_k, "val_k", minimum=0)
-    eligible = _eligible(X, exclude_top)
+    eligible = eligible_positives(X, exclude_top)
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     ok = (m >= k + val_k) & (n >= k + val_k + 1)
@@ -141,8 +181,9 @@ def _rows(X: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
 
 
-def _eligible(X: sp.csr_matrix, exclude_top) -> np.ndarray:
-    """Mask over the nonzeros of ``X``: True where the item may be held out."""
+def eligible_positives(X: sp.csr_matrix, exclude_top) -> np.ndarray:
+    """Mask over the stored positives of a canonical ``X``: True where the item may be held out
+    (outside the ``exclude_top`` most popular items; all of them for ``None``)."""
     if exclude_top is None:
         return np.ones(X.nnz, dtype=bool)
     exclude_top = check_positive_int(exclude_top, "exclude_top", minimum=0)

@@ -1001,6 +1001,7 @@ def optional(domain):
 SEED = {"kind": "seed"}  # None or an int in [0, 2**64)
 SEED_OR_GENERATOR = {"kind": "seed", "generator": True}
 BOOL = {"kind": "bool"}
+PROGRESS = {**BOOL, "optional": True}  # None: a bar when standard error is a terminal
 THREADS = integer(0)
 
 
@@ -1098,7 +1099,7 @@ def param_targets() -> dict:
     from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
 
     X7, T7 = base_matrix(), _test_matrix()
-    common = {"num_threads": THREADS, "show_progress": BOOL}
+    common = {"num_threads": THREADS, "show_progress": PROGRESS}
     k_item = integer(1)
     implicit = {"factors": integer(cost=True), "regularization": real(0), "iterations": integer(cost=True),
                 "random_state": SEED_OR_GENERATOR}  # fmt: skip
@@ -1283,7 +1284,7 @@ def param_targets() -> dict:
         ),
         "evaluate": (
             lambda p: dict(evaluate(_ranking_scores, X7, T7, **{"k": 3, **p})),
-            {"k": integer(), "batch_size": optional(integer()), "num_threads": THREADS, "show_progress": BOOL},
+            {"k": integer(), "batch_size": optional(integer()), "num_threads": THREADS, "show_progress": PROGRESS},
         ),
         "cosine_knn": (lambda p: cosine_knn(X7, **{"k": 2, **p}), {"k": k_item, "side": choice("item", "user")}),
         "rp3beta_similarity": (

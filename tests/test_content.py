@@ -201,7 +201,9 @@ def test_usable_as_febr_affinity():
     F = small_content(6, 20, 4, zero_rows=0)
     X = feedback(6, 15, 20, cold=(3,))
     A = ContentAffinity(k=5).fit(F).affinity_
-    febr = FEBR(affinity=A, k=5, iterations=0, random_state=0, num_threads=1).fit(X)
+    febr = FEBR(
+        bases=None, affinity=A, holdout=0.0, validation_fraction=0.0, k=5, iterations=0, random_state=0, num_threads=1
+    ).fit(X)
     # init="sum", no training: the item sum feature ranks like item-p (Theorem 4.3)
     item_p = ContentItemKNN(A, k=5).fit(X).score(np.arange(15))
     S = febr.score(np.arange(15))

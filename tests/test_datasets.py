@@ -1,16 +1,16 @@
-"""Tests for recsys_ltr.datasets: registry, data-dir resolution, checksums, download (with a
-monkeypatched urlopen), parsers on hand-made files, real data sets (skipped when absent) and
+"""Tests for recsys_ltr.datasets: registry, data-dir resolution, checksums, download (through
+pooch, with its HTTP downloader replaced by a fake web), parsers on hand-made files, real data sets (skipped when absent) and
 the synthetic generator."""
 
 import gzip
 import hashlib
 import io
-import urllib.error
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 
 from recsys_ltr import Interactions, split
 from recsys_ltr.datasets import (
@@ -178,18 +178,28 @@ def test_default_search_includes_env_dir_and_cache(fake_registry, monkeypatch):
 
 # ---------------------------------------------------------------------- download
 class _FakeWeb:
-    """Stands in for urllib.request.urlopen: serves local bytes by URL, 404 otherwise."""
+    """Stands in for pooch's HTTP downloader: serves local bytes by URL, raises requests' 404
+    (or a connection error, offline) otherwise; pooch's retrieve, checksum and unzip run for real."""
 
-    def __init__(self, pages):
+    def __init__(self, pages, offline=False):
         self.pages = pages
+        self.offline = offline
         self.requested = []
 
-    def __call__(self, request, timeout=None):
-        url = request.full_url
+    def __call__(self, url, output_file, pooch):
         self.requested.append(url)
+        if self.offline:
+            raise requests.ConnectionError(f"Failed to resolve '{url.split('/')[2]}' (no network)")
         if url not in self.pages:
-            raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
-        return io.BytesIO(self.pages[url])
+            raise requests.HTTPError(f"404 Client Error: Not Found for url: {url}")
+        with open(output_file, "wb") if isinstance(output_file, (str, Path)) else output_file as f:
+            f.write(self.pages[url])
+
+
+def _serve(monkeypatch, web):
+    progress = []
+    monkeypatch.setattr(_registry, "_downloader", lambda show: progress.append(show) or web)
+    return progress
 
 
 def _zip(members: dict) -> bytes:
@@ -203,44 +213,109 @@ def _zip(members: dict) -> bytes:
 def test_download_from_files_source(fake_registry, monkeypatch):
     files, tmp = fake_registry
     web = _FakeWeb({"https://mirror-1.example/a.txt": files["a.txt"], "https://mirror-1.example/b.txt": files["b.txt"]})
-    monkeypatch.setattr(_registry.urllib.request, "urlopen", web)
+    progress = _serve(monkeypatch, web)
     folder = download("toy")
     assert folder == tmp / "cache" / "toy"
     assert (folder / "a.txt").read_bytes() == files["a.txt"]
     assert dataset_path("toy", "a.txt") == folder / "a.txt"
+    assert progress and not any(progress)  # no terminal in tests: no bars
     web.requested.clear()
     download("toy")  # already there and valid: nothing fetched
     assert web.requested == []
+    (folder / "b.txt").unlink()
+    download("toy", show_progress=True)
+    assert web.requested == ["https://mirror-1.example/b.txt"] and progress[-1] is True
+    with pytest.raises(TypeError, match="show_progress"):
+        download("toy", show_progress="yes")
 
 
 def test_download_falls_back_to_next_source_on_404_and_bad_checksum(fake_registry, monkeypatch):
     files, tmp = fake_registry
     web = _FakeWeb(
         {
-            "https://mirror-1.example/a.txt": b"tampered\n",  # wrong checksum -> rejected
+            "https://mirror-1.example/a.txt": b"tampered\n",  # wrong checksum -> rejected by pooch
             "https://example.org/toy.zip": _zip({"toy/a.txt": files["a.txt"], "toy/b.txt": files["b.txt"]}),
         }
     )
-    monkeypatch.setattr(_registry.urllib.request, "urlopen", web)
+    _serve(monkeypatch, web)
     folder = download("toy", data_dir=tmp / "mine")
     assert folder == tmp / "mine" / "toy"
     assert (folder / "a.txt").read_bytes() == files["a.txt"]
     assert (folder / "b.txt").read_bytes() == files["b.txt"]
-    assert not list(folder.glob(".*"))  # no temporary files left behind
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt", "b.txt"]  # no temporary files left behind
 
 
-def test_download_failure_and_manual_sets(fake_registry, monkeypatch):
+def test_download_keeps_an_invalid_copy_until_a_valid_one_arrives(fake_registry, monkeypatch):
+    files, tmp = fake_registry
+    folder = tmp / "cache" / "toy"
+    folder.mkdir(parents=True)
+    (folder / "a.txt").write_bytes(b"edited\n")
+    _serve(monkeypatch, _FakeWeb({}, offline=True))
+    with pytest.raises(OSError, match="could not download"):
+        download("toy")
+    assert (folder / "a.txt").read_bytes() == b"edited\n"
+    _serve(monkeypatch, _FakeWeb({"https://mirror-1.example/a.txt": files["a.txt"]}))
+    download("toy")
+    assert (folder / "a.txt").read_bytes() == files["a.txt"]
+
+
+def test_download_failure_offline_and_manual_sets(fake_registry, monkeypatch):
     _, tmp = fake_registry
-    monkeypatch.setattr(_registry.urllib.request, "urlopen", _FakeWeb({}))
+    _serve(monkeypatch, _FakeWeb({}))
     with pytest.raises(OSError, match="could not download.*404"):
         download("toy")
+    _serve(monkeypatch, _FakeWeb({}, offline=True))
+    with pytest.raises(OSError, match=r"could not download \['a.txt'\] of 'toy'.*no network"):
+        download("toy")
     web = _FakeWeb({"https://example.org/toy.zip": _zip({"other/a.txt": b"x"})})
-    monkeypatch.setattr(_registry.urllib.request, "urlopen", web)
+    _serve(monkeypatch, web)
     with pytest.raises(OSError, match="archive lacks"):
+        download("toy")
+    _serve(monkeypatch, _FakeWeb({"https://example.org/toy.zip": b"not a zip"}))
+    with pytest.raises(OSError, match="toy.zip: File is not a zip file"):
         download("toy")
     assert not (tmp / "cache" / "toy" / "a.txt").exists()
     with pytest.raises(RuntimeError, match="accept the agreement"):
         download("manual-set")
+
+
+def test_download_over_http_from_a_local_server(fake_registry):
+    """The real path: pooch's HTTP downloader (requests) against a server on localhost."""
+    import functools
+    import http.server
+    import threading
+
+    files, tmp = fake_registry
+    site = tmp / "site"
+    site.mkdir()
+    (site / "toy.zip").write_bytes(_zip({"toy/a.txt": files["a.txt"], "toy/b.txt": files["b.txt"]}))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        entry = _registry._registry()["toy"]
+        entry["sources"] = [
+            {"kind": "files", "url": base + "missing/"},
+            {"kind": "zip", "url": base + "toy.zip", "prefix": "toy/"},
+        ]
+        try:
+            folder = download("toy", data_dir=tmp / "over-http")
+        finally:
+            server.shutdown()
+    assert (folder / "a.txt").read_bytes() == files["a.txt"] and (folder / "b.txt").read_bytes() == files["b.txt"]
+    assert dataset_path("toy", "a.txt", data_dir=tmp / "over-http") == folder / "a.txt"
+
+
+def test_missing_files_and_search_dirs(fake_registry, monkeypatch):
+    files, tmp = fake_registry
+    assert _registry.missing_files("toy", data_dir=tmp / "data") == ["a.txt"]
+    assert _registry.search_dirs(tmp / "data") == [tmp / "data"]
+    monkeypatch.setenv(_registry.ENV_VAR, str(tmp / "env"))
+    assert _registry.search_dirs() == [tmp / "env", tmp / "cache"]
+    (tmp / "cache" / "toy").mkdir(parents=True)
+    (tmp / "cache" / "toy" / "a.txt").write_bytes(files["a.txt"])
+    assert _registry.missing_files("toy") == []
 
 
 # ---------------------------------------------------------------------- parsers on hand-made files

@@ -12,6 +12,7 @@ from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.methods import METHODS, Method, get_method
 from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
 from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
+from recsys_ltr.febr import model as febr_model
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
@@ -94,11 +95,13 @@ def test_runner_picks_setting_on_validation(small):
 
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
-    original = runner.evaluate
-    monkeypatch.setattr(
-        "recsys_ltr.febr.model.FEBR._validation_adg",
-        lambda self, X, v, users: seen.append(v.nnz) or original(self, X, v, metrics=["ADG"])["ADG"],
-    )
+    original = febr_model.evaluate_checked
+
+    def spy(score, X, validation, *args, **kwargs):
+        seen.append(validation.nnz)
+        return original(score, X, validation, *args, **kwargs)
+
+    monkeypatch.setattr(febr_model, "evaluate_checked", spy)
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))
     assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives
@@ -583,3 +586,34 @@ def test_trial_log_is_dropped_when_the_unit_is_cached(small, tmp_path, capsys):
     assert "ignoring unreadable trial log" in capsys.readouterr().err
     assert not log.path.exists() and cache.load("item-p", 0, exp.results[0].users).test == exp.results[0].test
     assert [p.name for p in tmp_path.iterdir()] == [cache.path("item-p", 0).name]
+
+
+def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monkeypatch):
+    tiny = Method(
+        "FEBR-tiny",
+        lambda **p: __import__("recsys_ltr").febr.FEBR(candidates=20, iterations=2000, eval_every=1000, **p),
+        uses_validation=True,
+        seeded=True,
+        stack_on=("item-p", "user-p", "nope-skipped"),
+    )
+    monkeypatch.setitem(METHODS, "FEBR-tiny", tiny)
+    monkeypatch.setitem(
+        METHODS, "nope-skipped", Method("nope-skipped", lambda **p: 1 / 0, skip_on=(ZeroDivisionError,))
+    )
+    seen = []
+    original = febr_model.FEBR.fit
+
+    def spy(self, X, y=None, **kw):
+        seen.append((tuple(b.get_params()["k"] for b in self.bases), self.label_exclude_top))
+        return original(self, X, y, **kw)
+
+    monkeypatch.setattr(febr_model.FEBR, "fit", spy)
+    kw = dict(folds=1, protocol="novelty", exclude_top=10, cache_dir=tmp_path, dataset="small", show_progress=False)
+    exp = run_experiment(small, ["FEBR-tiny"], **kw)
+    chosen = {r.method: r.params for r in exp.results}
+    assert list(chosen) == ["item-p", "user-p", "FEBR-tiny"]  # the bases were added and ran first
+    assert seen and set(seen) == {((chosen["item-p"]["k"], chosen["user-p"]["k"]), 10)}
+    assert [s.method for s in exp.skipped] == ["nope-skipped"]
+    again = run_experiment(small, ["FEBR-tiny"], **kw)
+    # cached with its bases (a skipped unit is not cached: it is retried)
+    assert again.computed == [("nope-skipped", 0)] and again.results[-1].test == exp.results[-1].test

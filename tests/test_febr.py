@@ -9,7 +9,7 @@ from sklearn.exceptions import NotFittedError
 from test_knn import random_feedback
 
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
-from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update
+from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update, _validation_users
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.base import Recommender
 from recsys_ltr.neighbors import cosine_affinity
@@ -33,9 +33,13 @@ def planted():
     return holdout(block_feedback(), val=0.2, test=0.2, seed=0)
 
 
+#: the dissertation's FEBR (aggregate features, training on X itself, no carved validation)
+PAPER = dict(bases=None, affinity="cosine", holdout=0.0, validation_fraction=0.0)
+
+
 def small(**kw):
     params = dict(k=10, iterations=6000, eval_every=1500, learning_rate=0.01, lam=1e-4, random_state=0, num_threads=1)
-    return FEBR(**{**params, **kw})
+    return FEBR(**{**PAPER, **params, **kw})
 
 
 def objective(model, train, theta, n=20_000):
@@ -82,7 +86,7 @@ def test_label_holdout_trains_on_the_feature_part(planted):
     train, val, _ = planted
     model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
     F, L, _ = holdout(train, val=0.25, test=0.0, seed=0)
-    extractor, mean, scale, positives, known = model._training_problem(train)
+    extractor, mean, scale, positives, known = model._training_problem(train, np.random.default_rng(0))
     assert known == 1.0 and (positives != L).nnz == 0 and (extractor.X != F).nnz == 0
     np.testing.assert_allclose(mean, FeatureExtractor(F, 10, cosine_affinity(F, 10)).statistics()[0])
     theta = np.ones(model.extractor_.n_features)
@@ -101,11 +105,11 @@ def test_label_holdout_trains_on_the_feature_part(planted):
 def test_validation_users_sample(planted):
     train, val, _ = planted
     model = small(validation_users=30, iterations=1500).fit(train, validation=val)
-    users = model._validation_users(val)
+    users = _validation_users(val, 30, np.random.default_rng(0))  # the sample fit draws first
     assert len(users) == 30 and np.all(np.diff(users) > 0) and np.all(np.diff(val.indptr)[users] > 0)
     best = max(r["val_adg"] for r in model.history_)  # the kept theta
     assert best == pytest.approx(evaluate(model, train, val, users=users)["ADG"])
-    assert len(small(validation_users=10_000)._validation_users(val)) == np.count_nonzero(np.diff(val.indptr))
+    assert len(_validation_users(val, 10_000, np.random.default_rng(0))) == np.count_nonzero(np.diff(val.indptr))
 
 
 def test_gamma_beyond_catalogue_still_draws_once(planted):
@@ -201,7 +205,7 @@ def test_save_load_round_trip(tmp_path, planted):
 
 
 def test_clone_and_get_params():
-    model = FEBR(k=7, side="both", lam=0.1)
+    model = FEBR(**PAPER, k=7, side="both", lam=0.1)
     assert clone(model).get_params() == model.get_params()
 
 
@@ -236,12 +240,12 @@ def test_clone_and_get_params():
 def test_bad_parameters(params, error, match):
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
     with pytest.raises(error, match=match):
-        FEBR(**{"k": 3, "iterations": 10, **params}).fit(X)
+        FEBR(**{**PAPER, "k": 3, "iterations": 10, **params}).fit(X)
 
 
 def test_bad_data():
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
-    model = FEBR(k=3, iterations=10)
+    model = FEBR(**PAPER, k=3, iterations=10)
     with pytest.raises(ValueError, match="shape mismatch"):
         model.fit(X, validation=sp.csr_matrix(np.eye(15, 11)))
     with pytest.raises(TypeError, match="validation matrix as a keyword"):

@@ -10,10 +10,10 @@ from sklearn.base import clone
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from recsys_ltr._io import write_estimator_file
+from recsys_ltr._validation import check_sparse
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
 from recsys_ltr.metric_learning.frml import (
     FRML,
-    _check_data,
     _neg_sq_distance,
     _row_differences,
     _step,
@@ -158,7 +158,7 @@ def test_alg34_step_matches_dense_gradient_step():
             vn = Xd[q] - Xd[neg]
             grad += w * (np.outer(vp, vp) - np.outer(vn, vn))
     grad /= 3
-    M = _step(L, batch, _check_data(Xd), eta, lam)
+    M = _step(L, batch, check_sparse(Xd, allow_empty=True, nonnegative=False), eta, lam)
     np.testing.assert_allclose(M @ M.T, dense_retraction(L, -eta * grad), atol=1e-12)
 
 
@@ -169,7 +169,7 @@ def test_score_and_difference_kernels_match_dense():
     rng = np.random.default_rng(1)
     Xd = sp.random(15, 9, density=0.4, random_state=2, format="csr").toarray()
     Xd[3] = Xd[4]  # identical rows: zero distance
-    X = _check_data(Xd)
+    X = check_sparse(Xd, allow_empty=True, nonnegative=False)
     L = rng.standard_normal((9, 4))
     state = (X.indptr, X.indices, X.data, L)
     for q in range(15):
@@ -371,9 +371,9 @@ def test_bad_data(fitted):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         FRML(max_iter=2).fit(bad, y)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="Expected 2D array"):
         FRML(max_iter=2).fit(X[0], y)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="0 sample"):
         FRML(max_iter=2).fit(np.zeros((0, 3)), np.zeros(0))
     with pytest.raises(ValueError, match="no relevant pair"):
         FRML(max_iter=2).fit(X, np.arange(20))  # every class a singleton: no relevant pair

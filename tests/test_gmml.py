@@ -170,7 +170,7 @@ def test_bad_inputs():
         GMML().fit(X, np.zeros(6))
     with pytest.raises(ValueError, match="similar pairs"):
         GMML().fit(X[:2], [0, 1])
-    with pytest.raises(ValueError, match="y must have shape"):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         GMML().fit(X, [0, 1])
     with pytest.raises(ValueError, match="NaN"):
         GMML().fit(np.full((4, 2), np.nan), [0, 0, 1, 1])

@@ -178,6 +178,21 @@ def test_k_core_cascades():
     assert _pairs(inter) == {(0, 0), (0, 1), (0, 3), (2, 0), (2, 1), (2, 3)}
 
 
+def test_k_core_that_removes_everything_says_so_plainly():
+    # 9 ratings, 6 positives (>= 4): no user reaches 5 positives, so the filter leaves nothing
+    df = pd.DataFrame(
+        {"user": [1, 1, 1, 2, 2, 3, 3, 3, 3], "item": [10, 11, 12, 10, 13, 11, 12, 13, 14],
+         "rating": [5, 4, 3, 4, 5, 2, 4, 5, 4]}
+    )  # fmt: skip
+    with pytest.raises(ValueError) as err:
+        Interactions.from_dataframe(df, weight_col="rating", threshold=4, min_user_count=5)
+    msg = str(err.value)
+    assert msg.startswith("the k-core filter removed every interaction")
+    for part in ("min_user_count=5", "of the 7 positives", "most active user had 3", "most popular item 2"):
+        assert part in msg
+    assert Interactions.from_dataframe(df, weight_col="rating", threshold=4, min_user_count=2).nnz == 7
+
+
 # ---------------------------------------------------------------------- item features
 def test_with_item_features_aligns_by_external_id():
     inter = Interactions.from_arrays([0, 0, 1], ["b", "a", "c"])

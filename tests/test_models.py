@@ -268,7 +268,11 @@ def _set(*keys_value):
         (ItemKNN(k=3), _set("params", "k", -1), "invalid parameters: k must be >= 1"),
         (ItemKNN(k=3), _set("params", "k", 50), "larger than the catalogue"),
         (ItemKNN(k=3), _set("params", "num_threads", -3), "invalid parameters: num_threads"),
-        (ItemKNN(k=3), _set("params", "show_progress", "yes"), "invalid parameters: show_progress"),
+        (
+            ItemKNN(k=3),
+            _set("params", "show_progress", "yes"),
+            "invalid parameters: show_progress must be True, False or None",
+        ),
         (ItemKNN(k=3), _set("params", "k", 5), "k=5 exceeds the stored item_affinity_.k_max"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", 10**6), "k_max=1000000 exceeds"),
         (ItemKNN(k=3), _set("state", "item_affinity_", "k_max", "7"), "malformed fitted state"),
@@ -386,7 +390,7 @@ def test_bad_inputs():
 def test_estimator_conventions_and_threads():
     D = feedback(13, 25, 12)
     model = KUNN(k=4, side="user", num_threads=1)
-    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": False}
+    assert model.get_params() == {"k": 4, "side": "user", "num_threads": 1, "show_progress": None}
     assert clone(model.set_params(k=5)).k == 5
     one = model.fit(D).score(np.arange(25))
     two = clone(model).set_params(num_threads=2).fit(D).score(np.arange(25))

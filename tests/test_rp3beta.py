@@ -252,7 +252,7 @@ def test_save_load_round_trip_and_malformed_state(tmp_path):
 def test_estimator_conventions():
     D = random_feedback(np.random.default_rng(11), 20, 12, 0.3)
     model = RP3beta(k=4, alpha=0.9, beta=0.2, num_threads=1)
-    assert model.get_params() == {"k": 4, "alpha": 0.9, "beta": 0.2, "num_threads": 1, "show_progress": False}
+    assert model.get_params() == {"k": 4, "alpha": 0.9, "beta": 0.2, "num_threads": 1, "show_progress": None}
     assert model.fit(D) is model and model.item_based
     two = clone(model).set_params(num_threads=2).fit(D)
     np.testing.assert_array_equal(model.score(np.arange(20)), two.score(np.arange(20)))

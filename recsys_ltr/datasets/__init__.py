@@ -16,7 +16,9 @@ from ._registry import (
     dataset_info,
     dataset_path,
     download,
+    missing_files,
     resolve_data_dir,
+    search_dirs,
 )
 from .loaders import available, list_datasets, load, load_presplit
 from .synthetic import make_synthetic
@@ -34,7 +36,9 @@ __all__ = [
     "load_letor",
     "load_presplit",
     "make_synthetic",
+    "missing_files",
     "resolve_data_dir",
+    "search_dirs",
 ]
 
 

@@ -3,7 +3,9 @@
 ``registry.json`` (package data) describes every registered set: title, publisher, home page,
 licence note, citation, the files with the sha256 of their *uncompressed* content, the files
 ``required`` to load it, and its download ``sources`` (a zip archive or a base URL for the
-individual files; none when the licence requires a manual download).
+individual files; none when the licence requires a manual download).  Downloads go through
+pooch (transfer, retries, atomic writes, checksums); finding, checksumming and reading local
+files (possibly gzipped) is done here.
 
 Data directory resolution (:func:`resolve_data_dir`): the ``data_dir`` argument, else the
 environment variable ``RECSYS_LTR_DATA``, else ``../shared/datasets`` relative to the current
@@ -21,13 +23,13 @@ import io
 import json
 import os
 import tempfile
-import urllib.request
 import zipfile
 import zlib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from .._progress import progress_enabled
 from .._validation import check_bool
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "open_text",
     "read_bytes",
     "resolve_data_dir",
+    "search_dirs",
 ]
 
 ENV_VAR = "RECSYS_LTR_DATA"
@@ -89,7 +92,9 @@ def resolve_data_dir(data_dir=None) -> Path:
     return shared if shared.is_dir() else cache_dir()
 
 
-def _search_dirs(data_dir) -> list[Path]:
+def search_dirs(data_dir=None) -> list[Path]:
+    """The directories searched for a set's ``<name>/`` folder: :func:`resolve_data_dir`, then
+    (unless ``data_dir`` is given) the download cache."""
     dirs = [resolve_data_dir(data_dir)]
     if data_dir is None and cache_dir() not in dirs:
         dirs.append(cache_dir())
@@ -97,16 +102,21 @@ def _search_dirs(data_dir) -> list[Path]:
 
 
 def _find(name: str, filename: str, data_dir) -> Path | None:
-    for d in _search_dirs(data_dir):
+    for d in search_dirs(data_dir):
         for candidate in (d / name / filename, d / name / f"{filename}.gz"):
             if candidate.is_file():
                 return candidate
     return None
 
 
+def missing_files(name: str, data_dir=None) -> list[str]:
+    """The files ``name`` needs to load that are absent from every searched directory."""
+    return [f for f in dataset_info(name)["required"] if _find(name, f, data_dir) is None]
+
+
 def is_present(name: str, data_dir=None) -> bool:
     """Whether every file ``name`` needs to load is present (checksums not verified)."""
-    return all(_find(name, f, data_dir) is not None for f in dataset_info(name)["required"])
+    return not missing_files(name, data_dir)
 
 
 def dataset_path(name: str, filename: str, data_dir=None, verify: bool = True) -> Path:
@@ -193,7 +203,7 @@ def _verify(path: Path, expected: str, name: str) -> None:
 
 def _missing_message(name: str, filename: str, info: dict, data_dir) -> str:
     where = resolve_data_dir(data_dir) / name
-    searched = ", ".join(str(d / name) for d in _search_dirs(data_dir))
+    searched = ", ".join(str(d / name) for d in search_dirs(data_dir))
     how = (
         f"recsys_ltr.datasets.download({name!r}) fetches it into {cache_dir() / name}"
         if info["sources"]
@@ -208,16 +218,37 @@ def _missing_message(name: str, filename: str, info: dict, data_dir) -> str:
 
 
 # ---------------------------------------------------------------------- download
-def download(name: str, data_dir=None, verify: bool = True) -> Path:
+def download(name: str, data_dir=None, verify: bool = True, show_progress=None) -> Path:
     """Fetch ``name``'s registered files from its publisher into ``<data_dir or cache>/<name>/``.
 
-    Sources are tried in registry order; each file is checksummed before it is moved into
-    place (a source whose bytes differ is skipped).  Files already present and valid are kept.
+    Transfers, retries, atomic writes and checksums are pooch's (``pooch.retrieve``).
+    Sources are tried in registry order; each file is checked against its registered sha256
+    before it is moved into place (a source whose bytes differ is skipped, the next one tried).
+    Files already present and valid are kept.
+
+    Parameters
+    ----------
+    name : str
+        Registered data set with download sources.
+    data_dir : path or None
+        Folder holding the ``<name>/`` folder (default: the download cache, :func:`cache_dir`).
+    verify : bool
+        Check every fetched file's sha256.
+    show_progress : bool or None
+        Download progress bars (``None``: on in a terminal).
 
     Returns
     -------
     pathlib.Path
         The folder holding the files.
+
+    Raises
+    ------
+    RuntimeError
+        The set's terms require a manual download (the message says how).
+    OSError
+        A required file could not be fetched from any source (offline, HTTP error, checksum
+        mismatch, archive without it): the message lists each source's failure.
     """
     info = dataset_info(name)
     if not info["sources"]:
@@ -225,21 +256,21 @@ def download(name: str, data_dir=None, verify: bool = True) -> Path:
             f"data set {name!r} cannot be downloaded automatically: {info['manual']}; "
             f"put the files in {resolve_data_dir(data_dir) / name}/"
         )
+    progress = progress_enabled(show_progress)
     target = (Path(data_dir).expanduser() if data_dir is not None else cache_dir()) / name
     target.mkdir(parents=True, exist_ok=True)
     wanted = {f: sha for f, sha in info["files"].items() if not _valid(target / f, sha)}
-    errors = []
+    errors: list[str] = []
     for source in info["sources"]:
         if not wanted:
             break
-        fetched = _fetch(source, list(wanted), errors)
-        for fname, data in fetched.items():
-            got = hashlib.sha256(data).hexdigest()
-            if verify and got != wanted[fname]:
-                errors.append(f"{source['url']}: {fname} has sha256 {got}, expected {wanted[fname]}")
-                continue
-            _write_atomic(target / fname, data)
-            del wanted[fname]
+        fetch = _fetch_files if source["kind"] == "files" else _fetch_zip
+        # fetched into a temporary folder next to the target: nothing is replaced unless valid
+        with tempfile.TemporaryDirectory(dir=target, prefix=".download-") as tmp:
+            for fname, path in fetch(source, wanted, verify, Path(tmp), progress, errors).items():
+                (target / fname).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target / fname)
+                del wanted[fname]
     required_missing = [f for f in info["required"] if f in wanted]
     if required_missing:
         raise OSError(f"could not download {required_missing} of {name!r}: " + "; ".join(errors))
@@ -250,46 +281,56 @@ def _valid(path: Path, sha: str) -> bool:
     return path.is_file() and _sha256(path) == sha
 
 
-def _urlopen(url: str):
-    req = urllib.request.Request(url, headers={"User-Agent": "recsys_ltr"})
-    return urllib.request.urlopen(req, timeout=60)
+def _downloader(progress: bool):
+    """pooch's HTTP(S) downloader (the network boundary: tests replace it)."""
+    import pooch
+
+    return pooch.HTTPDownloader(progressbar=progress, timeout=60, headers={"User-Agent": "recsys_ltr"})
 
 
-def _get(url: str) -> bytes:
-    with _urlopen(url) as resp:
-        return resp.read()
+def _retrieve(url: str, sha, fname: str, path: Path, progress: bool, processor=None):
+    """``pooch.retrieve`` into ``path/fname``; a failed transfer raises ``OSError`` (requests'
+    errors are ``OSError``), a checksum mismatch ``ValueError`` (the bytes are then discarded)."""
+    import pooch
+
+    known = None if sha is None else f"sha256:{sha}"
+    return pooch.retrieve(url, known, fname=fname, path=path, processor=processor, downloader=_downloader(progress))
 
 
-def _fetch(source: dict, filenames: list[str], errors: list[str]) -> dict[str, bytes]:
-    """Bytes of the wanted files one source has; failures are appended to ``errors``."""
-    out = {}
-    if source["kind"] == "files":
-        for f in filenames:
-            try:
-                out[f] = _get(source["url"] + f)
-            except OSError as exc:  # URLError/HTTPError are OSErrors
-                errors.append(f"{source['url']}{f}: {exc}")
-        return out
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(_get(source["url"])))
-    except (OSError, zipfile.BadZipFile) as exc:
-        errors.append(f"{source['url']}: {exc}")
-        return out
-    members = set(archive.namelist())
+def _fetch_files(source, wanted, verify, tmp, progress, errors) -> dict[str, Path]:
+    """The wanted files fetched one by one from a base URL into ``tmp`` (checksummed by pooch);
+    failures are appended to ``errors``."""
+    got = {}
+    for i, (fname, sha) in enumerate(wanted.items()):
+        try:
+            got[fname] = Path(_retrieve(source["url"] + fname, sha if verify else None, str(i), tmp, progress))
+        except (OSError, ValueError) as exc:
+            errors.append(f"{source['url']}{fname}: {exc}")
+    return got
+
+
+def _fetch_zip(source, wanted, verify, tmp, progress, errors) -> dict[str, Path]:
+    """The wanted files of a zip archive, fetched and unpacked by pooch into ``tmp``, each
+    checked against its sha256; failures are appended to ``errors``."""
+    import pooch
+
     prefix = source.get("prefix", "")
-    absent = [prefix + f for f in filenames if prefix + f not in members]
+    unzip = pooch.Unzip(members=[prefix + f for f in wanted], extract_dir="unpacked")
+    try:
+        _retrieve(source["url"], None, "archive.zip", tmp, progress, processor=unzip)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        errors.append(f"{source['url']}: {exc}")
+        return {}
+    paths = {f: tmp / "unpacked" / (prefix + f) for f in wanted}
+    absent = [prefix + f for f, path in paths.items() if not path.is_file()]
     if absent:
         errors.append(f"{source['url']}: the archive lacks {absent}")
-    return {f: archive.read(prefix + f) for f in filenames if prefix + f in members}
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    got = {}
+    for fname, path in paths.items():
+        if not path.is_file():
+            continue
+        if verify and (found := _sha256(path)) != wanted[fname]:
+            errors.append(f"{source['url']}: {fname} has sha256 {found}, expected {wanted[fname]}")
+            continue
+        got[fname] = path
+    return got

@@ -6,6 +6,8 @@ grids of the two-level tuning on validation ADG (dissertation sec. 4.7.3): the v
 *main* hyper-parameter (neighbourhood size ``k``, number of factors, ...) and the settings of the
 *secondary* ones (regularisers), whose first setting is the default used while the main one is
 tuned.  ``fixed`` holds per-budget parameters that are not tuned (e.g. FEBR's iteration budget).
+A *stacking* method (``stack_on``) runs after its base methods on each fold and receives their
+chosen settings as ``bases`` (``recsys_ltr.eval.runner.stack_context``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Method:
     seeded: bool = False  # takes random_state
     threaded: bool = True  # takes num_threads
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
+    stack_on: tuple[str, ...] = ()  # base methods whose settings tuned on the fold become ``bases``
 
     def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
         """Main hyper-parameter values tried under ``budget`` (``(None,)`` when there is none).
@@ -72,6 +75,7 @@ class Method:
             "secondary": self.secondary,
             "fixed": self.fixed,
             "uses_validation": self.uses_validation,
+            "stack_on": self.stack_on,
         }
 
 
@@ -154,13 +158,35 @@ def _febr_slim_secondary(budget):
     return tuple({**lam, "affinity_params": reg} for reg in slim for lam in _FEBR_SECONDARY[budget])
 
 
+#: The base methods that FEBR-stack / FEBR-rerank stack: the strong simple models of the table.
+STACK_ON = ("EASE", "ALS", "RP3beta", "SLIM", "KUNN", "user-p", "item-p")
+_STACK_FIXED = _both(
+    {"iterations": 1_000_000, "eval_every": 50_000, "early_stopping": 3, "validation_users": 2000},
+    {"iterations": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
+)
+
+
+def _febr_stacked(name, scorer, secondary, description):
+    return Method(
+        name,
+        _model("FEBR", scorer=scorer),
+        secondary=secondary,
+        fixed=_STACK_FIXED,
+        group="stacked",
+        description=description,
+        uses_validation=True,
+        seeded=True,
+        stack_on=STACK_ON,
+    )
+
+
 def _febr(side, affinity):
     kind, group = _AFFINITIES[affinity]
     side_name, k_axis = _SIDES[side]
     secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
         f"FEBR{side}-{affinity}",
-        _model("FEBR", affinity=kind, side=side_name),
+        _model("FEBR", bases=None, affinity=kind, side=side_name, holdout=0.0, validation_fraction=0.0),
         "k",
         _both((50, 100), K_PAPER),
         secondary,
@@ -226,6 +252,18 @@ METHODS: dict[str, Method] = {
         Method("popularity", _model("Popularity"), description="global item popularity in train"),
         *(_febr(side, aff) for aff in ("cos", "KUNN") for side in ("i", "u", "iu")),
         _febr("i", "SLIM"),
+        _febr_stacked(
+            "FEBR-stack",
+            "linear",
+            _both(({"lam": 1e-4},), ({"lam": 1e-4}, {"lam": 1e-3}, {"lam": 1e-2})),
+            "FEBR over the tuned EASE, ALS, RP3β, SLIM, KUNN, user-p, item-p (leak-free stacking), OPT-ADG",
+        ),
+        _febr_stacked(
+            "FEBR-rerank",
+            "lambdamart",
+            _both(({"candidates": 100}, {"candidates": 50}), tuple({"candidates": m} for m in (100, 50, 200))),
+            "FEBR-stack's features re-ranked by LambdaMART (LightGBM, optional extra)",
+        ),
         Method(
             "LightFM",
             _model("LightFMWARP"),

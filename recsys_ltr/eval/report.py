@@ -1,7 +1,8 @@
 """Summaries of experiment results: the Table 4.3 / 4.4-shaped table, paired tests, files, charts.
 
 Standard errors: with several folds, the standard error of the mean over folds (as in the
-dissertation's tables); with one fold, the standard error over users of that fold.
+dissertation's tables); with one fold, the standard error over the test users of that fold
+(:func:`error_caption` says which, in every table and chart).
 
 Paired test: for each metric, the method with the best mean and the runner-up are compared by a
 Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided) on their per-user test values,
@@ -11,6 +12,7 @@ paired by (fold, user) and pooled over folds.
 from __future__ import annotations
 
 import json
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -171,27 +173,63 @@ def tuning_table(results) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "fold", "level", "params", "validation_ADG", "fit_seconds", "chosen"])
 
 
-def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "") -> Path:
-    """Bar chart of one metric's means with standard-error bars (best bar highlighted), as PNG."""
+def error_caption(folds: int) -> str:
+    """What the ``±`` / parenthesised figure of the tables and charts is, for ``folds`` folds."""
+    if folds > 1:
+        return f"standard error over {folds} folds"
+    return "standard error over the test users of the single fold"
+
+
+#: Colours of the charts: the best mean and the others.
+BEST_COLOUR, OTHER_COLOUR = "tab:orange", "tab:blue"
+
+
+def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "", error: str = "standard error") -> Path:
+    """Bar chart of one metric's means with ``error`` bars, as PNG (:func:`metric_figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = metric_figure(summary, metric, title, error)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def metric_figure(summary: pd.DataFrame, metric: str, title: str = "", error: str = "standard error"):
+    """The matplotlib figure of :func:`plot_metric`.
+
+    The y-axis starts at 0 (bar lengths compare), each bar is labelled with its mean, the best mean
+    is highlighted and a legend says what the colours and error bars are; the title is wrapped to
+    the figure's width.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rows = summary.dropna(subset=[metric])
     means, errors = rows[metric].to_numpy(), rows[f"{metric} se"].fillna(0).to_numpy()
-    colors = ["tab:orange" if np.isclose(v, means.max()) else "tab:blue" for v in means]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(rows) + 1.5), 3.6))
-    ax.bar(np.arange(len(rows)), means, yerr=errors, color=colors, capsize=3)
-    ax.set_xticks(np.arange(len(rows)), rows["method"], rotation=60, ha="right")
-    ax.set_ylabel(f"test {metric} (mean, s.e.)")
-    low = float((means - errors).min()) if len(means) else 0.0
-    ax.set_ylim(max(0.0, low - 0.1 * (means.max() - low + 1e-12)) if len(means) else 0.0, None)
-    ax.set_title(title or metric, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    best = np.isclose(means, means.max()) if len(means) else np.zeros(0, bool)
+    width = max(5.0, 0.45 * len(rows) + 1.5)
+    fig, ax = plt.subplots(figsize=(width, 4.4))
+    x = np.arange(len(rows))
+    ax.bar(x, means, yerr=errors, color=np.where(best, BEST_COLOUR, OTHER_COLOUR), capsize=3)
+    top = float((means + errors).max()) if len(means) else 1.0
+    ax.set_ylim(0.0, top * 1.05 if top > 0 else 1.0)
+    for xi, v in zip(x, means):  # the value inside the bar, clear of the error bar
+        ax.text(xi, 0.02 * top, f"{v:.3f}", rotation=90, ha="center", va="bottom", fontsize=7, color="white")
+    ax.set_xticks(x, rows["method"], rotation=60, ha="right")
+    ax.set_ylabel(f"test {metric} (axis from 0)")
+    handles = [Patch(color=BEST_COLOUR, label="best mean"), Patch(color=OTHER_COLOUR, label="other methods")]
+    fig.legend(
+        handles=handles, loc="lower center", ncol=2, fontsize=7, frameon=False,
+        title=f"bars: mean; error bars: {error}", title_fontsize=7,
+    )  # fmt: skip
+    chars = int(width * 72 / (0.6 * 9))  # characters of a 9-pt title that fit the figure
+    lines = [textwrap.fill(line, chars, break_on_hyphens=False) for line in (title or metric).split("\n")]
+    ax.set_title("\n".join(lines), fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))  # the bottom tenth holds the legend
+    return fig
 
 
 def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: str, meta: dict, metrics) -> list[Path]:
@@ -204,7 +242,8 @@ def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: st
     names = ("table.md", "summary.csv", "summary.json", "results.csv", "tuning.csv", "wilcoxon.csv")
     paths = [out / name for name in names]
     title = f"{meta['dataset']}, {meta['protocol']} protocol, {meta['folds']} fold(s), {meta['budget']} budget"
-    paths[0].write_text(f"{title}: mean (standard error)\n\n{table}\n")
+    error = error_caption(meta["folds"])
+    paths[0].write_text(f"{title}: mean ({error})\n\n{table}\n")
     summary.to_csv(paths[1], index=False)
     params = {}
     for r in results:
@@ -223,5 +262,5 @@ def write_outputs(out, experiment, summary: pd.DataFrame, tests: dict, table: st
         [{"metric": m, **t} for m, t in tests.items()], columns=["metric", "best", "runner_up", "p_value", "n_pairs"]
     ).to_csv(paths[5], index=False)
     for m in metrics:
-        paths.append(plot_metric(summary, m, out / f"{m.replace('@', '_at_')}.png", f"{m}\n{title}"))
+        paths.append(plot_metric(summary, m, out / f"{m.replace('@', '_at_')}.png", f"{m}\n{title}", error))
     return paths

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from recsys_ltr import split
 from recsys_ltr._io import atomic_write
+from recsys_ltr._progress import progress_enabled
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.metrics import evaluate
@@ -123,17 +124,41 @@ class Experiment:
 
 
 # ------------------------------------------------------------------------------ tuning
-def _fitter(method, train, val, random_state, num_threads):
-    """``fit(params) -> (fitted model, seconds)`` with the method's seed/thread/validation habits."""
-    extra = {}
+def build(method, params, random_state=None, num_threads=0, context=None):
+    """The unfitted estimator of ``method`` at ``params`` with the method's seed and thread habits
+    and the unit's ``context`` (``stack_context``): a stacking method's bases are built here."""
+    extra = dict(context or {})
     if method.seeded:
         extra["random_state"] = random_state
     if method.threaded:
         extra["num_threads"] = num_threads
+    if "bases" in extra:
+        extra["bases"] = [build(get_method(n), p, random_state, num_threads) for n, p in extra["bases"]]
+    model = method.build(**params, **extra)
+    if hasattr(model, "show_progress"):  # the run's bar counts units; the fits inside stay quiet
+        model.set_params(show_progress=False)
+    return model
+
+
+def stack_context(method, fold_results, exclude_top=None) -> dict | None:
+    """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold: ``bases``, the
+    ``[name, params]`` chosen for each base method in ``fold_results`` (name -> FoldResult; a
+    skipped one is left out), and ``label_exclude_top`` under the novelty protocol.  ``{}`` for
+    the other methods, ``None`` when no base ran."""
+    if not method.stack_on:
+        return {}
+    bases = [[n, fold_results[n].params] for n in method.stack_on if n in fold_results]
+    if not bases:
+        return None
+    return {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
+
+
+def _fitter(method, train, val, random_state, num_threads, context=None):
+    """``fit(params) -> (fitted model, seconds)`` with the method's seed/thread/validation habits."""
 
     def fit(params):
         t0 = time.perf_counter()
-        model = method.build(**params, **extra)
+        model = build(method, params, random_state, num_threads, context)
         model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
         return model, time.perf_counter() - t0
 
@@ -166,7 +191,7 @@ def _setting_key(params) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None):
+def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None):
     """Two-level tuning on validation ADG (dissertation sec. 4.7.3).
 
     Level 1 tries every value of the main hyper-parameter with the secondary ones at their
@@ -184,7 +209,7 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
         Every setting tried (see :class:`FoldResult`).
     """
     method = get_method(method_name)
-    fit = _fitter(method, train, val, random_state, num_threads)
+    fit = _fitter(method, train, val, random_state, num_threads, context)
     logged = {_setting_key(t["params"]): t for t in (log.load() if log else ())}
     trials = []
     best = None
@@ -214,14 +239,22 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
 
 
 def tune_and_test(
-    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None
+    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None
 ) -> FoldResult:
     """Pick a method's setting by :func:`tune`, then evaluate it on ``test`` (validation excluded).
 
     Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
     """
     params, model, trials = tune(
-        method_name, train, val, budget=budget, k=k, random_state=random_state, num_threads=num_threads, log=log
+        method_name,
+        train,
+        val,
+        budget=budget,
+        k=k,
+        random_state=random_state,
+        num_threads=num_threads,
+        log=log,
+        context=context,
     )
     res = evaluate(model, train, test, exclude=val, k=k, num_threads=num_threads)
     chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
@@ -239,7 +272,7 @@ def tune_and_test(
     )
 
 
-def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None):
+def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None, context=None):
     """One (method, fold) unit: a :class:`FoldResult`, or :class:`Skipped` when the method raises
     one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency)."""
     method = get_method(method_name)
@@ -254,6 +287,7 @@ def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, nu
             random_state=random_state,
             num_threads=num_threads,
             log=log,
+            context=context,
         )
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
@@ -274,16 +308,25 @@ class UnitCache:
     """One JSON file per unit under ``directory``, written atomically (temporary file + rename).
 
     The file holds the unit's key (data set, data fingerprint, method spec, fold, protocol, budget,
-    seed, split parameters, cutoff, :data:`CACHE_VERSION`) and its :class:`FoldResult`; a file
-    whose key differs or that cannot be read is ignored (and overwritten when recomputed).
+    seed, split parameters, cutoff, the unit's context -- a stacking method's bases --,
+    :data:`CACHE_VERSION`) and its :class:`FoldResult`; a file whose key differs or that cannot be
+    read is ignored (and overwritten when recomputed).  ``contexts`` maps ``(method, fold)`` to the
+    unit's context (``stack_context``), filled before the unit is looked up.
     """
 
-    def __init__(self, directory, **settings):
+    def __init__(self, directory, contexts=None, **settings):
         self.directory = Path(directory)
+        self.contexts = {} if contexts is None else contexts
         self.settings = settings
 
     def key(self, method_name, fold) -> dict:
-        key = {"version": CACHE_VERSION, **self.settings, "method": get_method(method_name).spec(), "fold": fold}
+        key = {
+            "version": CACHE_VERSION,
+            **self.settings,
+            "method": get_method(method_name).spec(),
+            "fold": fold,
+            "context": self.contexts.get((method_name, fold), {}),
+        }
         return json.loads(json.dumps(key))  # tuples -> lists, as read back
 
     def path(self, method_name, fold) -> Path:
@@ -394,9 +437,9 @@ def _execute(units, jobs, arguments):
 class _UnitArguments:
     """Arguments of :func:`run_unit` for a (method, fold) unit."""
 
-    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True):
+    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True, contexts=None):
         self.splits, self.budget, self.k, self.seed, self.num_threads = splits, budget, k, seed, num_threads
-        self.cache, self.resume = cache, resume
+        self.cache, self.resume, self.contexts = cache, resume, {} if contexts is None else contexts
 
     def args(self, name, fold):
         return (name, fold, *self.splits[fold])
@@ -409,6 +452,7 @@ class _UnitArguments:
             "random_state": self.seed + fold,
             "num_threads": self.num_threads,
             "log": log,
+            "context": self.contexts.get((name, fold)),
         }
 
 
@@ -435,28 +479,28 @@ def run_experiment(
     cache_dir=None,
     read_cache=True,
     dataset="data",
-    show_progress=True,
+    show_progress=None,
 ) -> Experiment:
     """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
 
     With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
     all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
     :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
+    ``show_progress``: a bar over the units (``None``: on when standard error is a terminal).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    methods = list(dict.fromkeys(methods))
-    for name in methods:
-        get_method(name)  # fail before any work on an unknown name
+    methods = with_bases(methods)
     folds = check_positive_int(folds, "folds")
     jobs = check_positive_int(jobs, "jobs")
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
     splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
-    cache = None
+    cache, contexts = None, {}
     if cache_dir is not None:
         cache = UnitCache(
             cache_dir,
+            contexts,
             dataset=dataset,
             data=data_fingerprint(X),
             protocol=protocol,
@@ -470,31 +514,48 @@ def run_experiment(
         )
     units = [(name, fold) for fold in range(folds) for name in methods]
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
-    outcomes = {unit: cache.load(*unit, evaluated[unit[1]]) for unit in units} if cache and read_cache else {}
-    todo = [unit for unit in units if outcomes.get(unit) is None]
-    bar = tqdm(
-        total=len(units),
-        initial=len(units) - len(todo),
-        desc=f"{dataset} {protocol}",
-        unit="run",
-        disable=not show_progress,
-    )
-    reported = set()
-    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache)
-    for unit, outcome in _execute(todo, jobs, arguments):
-        outcomes[unit] = outcome
-        if isinstance(outcome, Skipped):
-            if outcome.method not in reported:
-                reported.add(outcome.method)
-                tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
-        elif cache:
-            cache.store(outcome)
-        bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
-        bar.update()
+    bar = tqdm(total=len(units), desc=f"{dataset} {protocol}", unit="run", disable=not progress_enabled(show_progress))
+    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache, contexts)
+    outcomes, computed, reported = {}, [], set()
+    for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
+        wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
+        for name, fold in wave if stacking else ():
+            done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
+            contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top)
+            if contexts[(name, fold)] is None:
+                outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
+        if cache and read_cache:
+            outcomes.update({u: cache.load(*u, evaluated[u[1]]) for u in wave if u not in outcomes})
+        todo = [unit for unit in wave if outcomes.get(unit) is None]
+        bar.update(len(wave) - len(todo))
+        for unit, outcome in _execute(todo, jobs, arguments):
+            outcomes[unit] = outcome
+            if isinstance(outcome, Skipped):
+                if outcome.method not in reported:
+                    reported.add(outcome.method)
+                    tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
+            elif cache:
+                cache.store(outcome)
+            bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
+            bar.update()
+        computed += todo
     bar.close()
     ordered = [outcomes[unit] for unit in units]
     return Experiment(
         results=[o for o in ordered if isinstance(o, FoldResult)],
         skipped=[o for o in ordered if isinstance(o, Skipped)],
-        computed=todo,
+        computed=computed,
     )
+
+
+def with_bases(methods) -> list[str]:
+    """``methods`` (checked, duplicates dropped) with the base methods of the stacking ones added
+    before them: a stacking method needs its bases tuned on the same folds."""
+    out = []
+    for name in methods:
+        for base in get_method(name).stack_on:  # fails on an unknown name before any work
+            if base not in out:
+                out.append(base)
+        if name not in out:
+            out.append(name)
+    return out

@@ -46,8 +46,10 @@ import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
 
 from .._io import Persistable
+from .._progress import progress_enabled
 from .._validation import (
     check_num_threads,
     check_positive_int,
@@ -59,7 +61,7 @@ from .._validation import (
 from ..metric_learning._base import check_dense
 from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one, query_groups
-from ..warp import WarpSampler
+from ..warp import WarpSampler, WarpStats
 
 __all__ = ["LGMML"]
 
@@ -194,16 +196,24 @@ class LGMML(Persistable, BaseEstimator):
         reproducible, more threads change the order of the lock-free Φ updates.
     random_state : int, Generator or None
         Seed of the query sampling and the WARP sampler.
+    show_progress : bool or None, default=None
+        Progress bar over the local metrics, then the Φ epochs (``None``: on when standard
+        error is a terminal).
 
     Attributes
     ----------
-    metrics_ : ndarray (m, d, d)  local Mahalanobis matrices ``M_r`` (on scaled features)
-    transforms_ : ndarray (m, d, d)  ``T_r`` with ``d_r(x) = ||T_r (x - p_r)||`` (``M_r`` or ``L_r``)
-    anchors_ : ndarray (m, d)     anchor documents ``p_r`` (scaled features)
-    phi_ : ndarray (n_rows, m)    learned Φ (one row, or one per training query)
-    scale_ : ndarray (d,)         feature divisors
-    warp_stats_ : WarpStats or None  counts of the Φ fit (samples, violators, negative draws);
-                                     not saved
+    metrics_ : ndarray (m, d, d)
+        Local Mahalanobis matrices ``M_r`` (on scaled features).
+    transforms_ : ndarray (m, d, d)
+        ``T_r`` with ``d_r(x) = ||T_r (x - p_r)||`` (``M_r`` or ``L_r``).
+    anchors_ : ndarray (m, d)
+        Anchor documents ``p_r`` (scaled features).
+    phi_ : ndarray (n_rows, m)
+        Learned Φ (one row, or one per training query).
+    scale_ : ndarray (d,)
+        Feature divisors.
+    warp_stats_ : WarpStats or None
+        Counts of the Φ fit (samples, violators, negative draws); not saved.
 
     ``save(path)`` / ``LGMML.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
@@ -226,6 +236,7 @@ class LGMML(Persistable, BaseEstimator):
         max_sampled=None,
         num_threads=1,
         random_state=None,
+        show_progress=None,
     ):
         self.n_metrics = n_metrics
         self.queries_per_metric = queries_per_metric
@@ -243,6 +254,7 @@ class LGMML(Persistable, BaseEstimator):
         self.max_sampled = max_sampled
         self.num_threads = num_threads
         self.random_state = random_state
+        self.show_progress = show_progress
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
@@ -257,6 +269,7 @@ class LGMML(Persistable, BaseEstimator):
             check_real(getattr(self, name), name, low=0.0)
         check_real(self.t, "t", low=0.0, high=1.0)
         check_num_threads(self.num_threads)
+        progress_enabled(self.show_progress)
         for name, value, allowed in (
             ("distance", self.distance, _DISTANCES),
             ("feature_scaling", self.feature_scaling, ("l2", None)),
@@ -303,12 +316,16 @@ class LGMML(Persistable, BaseEstimator):
         if usable.size == 0:
             raise ValueError("no query has both a relevant (label > 0) and an irrelevant (label 0) document")
         groups = [order[offsets[q] : offsets[q + 1]] for q in usable]
-        self._fit_local_metrics(Xs, y, groups, rng, threads)
-        self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads)
+        steps = self.n_metrics + self.n_epochs
+        with tqdm(total=steps, desc="L-GMML", unit="step", disable=not progress_enabled(self.show_progress)) as bar:
+            bar.set_postfix_str("local metrics")
+            self._fit_local_metrics(Xs, y, groups, rng, threads, bar)
+            bar.set_postfix_str("Φ epochs")
+            self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads, bar)
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _fit_local_metrics(self, Xs, y, groups, rng, threads):
+    def _fit_local_metrics(self, Xs, y, groups, rng, threads, bar):
         m, d = self.n_metrics, Xs.shape[1]
         per = min(self.queries_per_metric, len(groups))
         self.metrics_, self.transforms_, self.anchors_ = np.empty((m, d, d)), np.empty((m, d, d)), np.empty((m, d))
@@ -335,6 +352,7 @@ class LGMML(Persistable, BaseEstimator):
             self.transforms_[r] = self.metrics_[r] if self.distance == "eq12" else L
             with numba_threads(threads):
                 self.anchors_[r] = Xs[self._pick_anchor(Xs, y, picked, self.transforms_[r])]
+            bar.update()
 
     def _pick_anchor(self, Xs, y, picked, T):
         """Row of the relevant document whose distance ranking (under ``T``) of the picked
@@ -345,13 +363,13 @@ class LGMML(Persistable, BaseEstimator):
         score = _anchor_ndcg(Xs[rows] @ T.T, y[rows], offsets, cand, self.anchor_k)
         return rows[cand[score >= score.max() - 1e-9]].min()
 
-    def _fit_phi(self, G, y, groups, rng, threads):
+    def _fit_phi(self, G, y, groups, rng, threads, bar):
         """Φ by WARP through :mod:`recsys_ltr.warp` (see :func:`_warp_phi`)."""
         n_rows = 1 if self.phi_mode == "shared" else len(groups)
         phi = np.full((n_rows, self.n_metrics), float(self.phi_init))
         self.warp_stats_ = None
         if self.n_epochs > 0:
-            self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads)
+            self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads, bar)
         return phi
 
     # ------------------------------------------------------------------ scoring
@@ -445,10 +463,11 @@ def _relevance_csr(groups, y, relevant: bool) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(len(groups), y.size))
 
 
-def _warp_phi(phi, G, y, groups, est, rng, threads):
+def _warp_phi(phi, G, y, groups, est, rng, threads, bar):
     """Learn Φ (in place) with the shared WARP sampler: relevant = label > 0, irrelevant = label 0
     of the same query, weight ``L(floor(|D_q^-| / N_q))`` with su2017's L (Eq. 16, unnormalised).
-    Returns the sampler's :class:`~recsys_ltr.warp.WarpStats`."""
+    One sampler call per epoch (the random streams continue, so the draws are those of one call);
+    returns the summed :class:`~recsys_ltr.warp.WarpStats`."""
     relevant = _relevance_csr(groups, y, True)
     sampler = WarpSampler(
         relevant,
@@ -461,11 +480,11 @@ def _warp_phi(phi, G, y, groups, est, rng, threads):
         num_threads=threads,
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
-    return sampler.sgd(
-        (phi, G, row),
-        _phi_score,
-        _phi_update,
-        int(est.n_epochs) * relevant.nnz,
-        float(est.learning_rate),
-        rows={1: "item", 2: "query"},
-    )
+    total = WarpStats(0, 0, 0)
+    for _ in range(int(est.n_epochs)):
+        stats = sampler.sgd(
+            (phi, G, row), _phi_score, _phi_update, relevant.nnz, float(est.learning_rate), rows={1: "item", 2: "query"}
+        )
+        total = WarpStats(*(a + b for a, b in zip(total, stats)))
+        bar.update()
+    return total

@@ -8,11 +8,12 @@ Everything else follows from ``L``, as in metric-learn's ``MahalanobisMixin``.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._io import Persistable
-from .._validation import check_dense
+from .._validation import check_dense, check_sparse
 
 __all__ = ["MahalanobisMixin", "check_dense"]
 
@@ -21,20 +22,37 @@ class MahalanobisMixin(Persistable, TransformerMixin):
     """``transform``, ``get_mahalanobis_matrix``, ``pair_distance``, ``pair_score`` and
     ``get_metric`` from the fitted ``components_``, plus ``save``/``load``."""
 
+    #: whether ``fit`` and ``transform`` take sparse ``X`` (kept sparse, CSR)
+    _accepts_sparse = False
+
     def __sklearn_is_fitted__(self):
         return hasattr(self, "components_")
 
-    def _check_input(self, X, name="X") -> np.ndarray:
-        check_is_fitted(self)
-        X = check_dense(X, name)
-        d = self.components_.shape[1]
-        if X.shape[1] != d:
-            raise ValueError(f"{name} has {X.shape[1]} features, but {type(self).__name__} was fitted on {d}")
-        return X
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._accepts_sparse
+        return tags
+
+    def _validate(self, X, y="no_validation", *, reset: bool, min_samples: int = 1):
+        """scikit-learn's ``validate_data`` (float64, finite, ``n_features_in_``); a sparse ``X`` has
+        its raw structure checked first (:func:`recsys_ltr._validation.check_sparse`), before
+        scikit-learn converts anything."""
+        if sp.issparse(X) and self._accepts_sparse:
+            X = check_sparse(X, "X", allow_empty=True, nonnegative=False)
+        kw = dict(
+            reset=reset,
+            accept_sparse="csr" if self._accepts_sparse else False,
+            dtype=np.float64,
+            ensure_min_samples=min_samples,
+        )
+        if isinstance(y, str) and y == "no_validation":
+            return validate_data(self, X, **kw)
+        return validate_data(self, X, y, **kw)
 
     def transform(self, X) -> np.ndarray:
         """Map rows to the learned space, ``x -> L x``: Euclidean there = learned distance here."""
-        return self._check_input(X) @ self.components_.T
+        check_is_fitted(self)
+        return np.asarray(self._validate(X, reset=False) @ self.components_.T)
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """The ``d x d`` matrix ``M = L^T L`` (symmetric positive semi-definite)."""

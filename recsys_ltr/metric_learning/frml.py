@@ -39,7 +39,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import randomized_svd
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
+from recsys_ltr._progress import progress_enabled
 from recsys_ltr._topk import rank_dense_rows
 from recsys_ltr._validation import (
     check_bool,
@@ -48,7 +50,6 @@ from recsys_ltr._validation import (
     check_positive_int,
     check_random_state,
     check_real,
-    check_sparse,
 )
 from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
@@ -107,11 +108,6 @@ def _row_differences(indptr, indices, data, rows_a, rows_b, n_features):
 
 
 # ------------------------------------------------------------------------------ validation
-
-
-def _check_data(X, name="X") -> sp.csr_matrix:
-    """``X`` (dense or any sparse format) as canonical float64 CSR; finite, 2-D, non-empty."""
-    return check_sparse(X, name, allow_empty=True, nonnegative=False)
 
 
 def label_relevance(y_query, y_database=None) -> sp.csr_matrix:
@@ -199,6 +195,9 @@ class FRML(MahalanobisMixin, BaseEstimator):
         Threads of the sampler (0 = all), used when ``batch_size >= 32``: smaller batches are
         cheaper on one thread.  The result never depends on it (each slot of a minibatch has
         its own random stream).
+    show_progress : bool or None
+        Progress bar over the SGD steps, with the last validation MAP when early stopping
+        (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -234,6 +233,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         eval_every=500,
         random_state=None,
         num_threads=0,
+        show_progress=None,
     ):
         self.n_components = n_components
         self.loss = loss
@@ -251,6 +251,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         self.eval_every = eval_every
         self.random_state = random_state
         self.num_threads = num_threads
+        self.show_progress = show_progress
 
     # -------------------------------------------------------------------------- parameters
     def _resolve(self, n_features):
@@ -266,6 +267,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_random_state(self.random_state)
         check_num_threads(self.num_threads)
+        progress_enabled(self.show_progress)
         check_positive_int(self.batch_size, "batch_size")
         check_positive_int(self.max_iter, "max_iter", minimum=0)
         check_positive_int(self.eval_every, "eval_every")
@@ -311,7 +313,8 @@ class FRML(MahalanobisMixin, BaseEstimator):
         self
         """
         start = time.perf_counter()
-        X = _check_data(X)
+        X = sp.csr_matrix(self._validate(X, reset=True, min_samples=2))
+        X.sort_indices()
         n, d = X.shape
         m, loss_args = self._resolve(d)
         R, Q = self._supervision(n, y, relevance, irrelevant, adjacency)
@@ -395,28 +398,33 @@ class FRML(MahalanobisMixin, BaseEstimator):
         best, best_iter, stale = -np.inf, 0, 0
         self.validation_scores_, self.n_draws_ = [], 0
         best_L = L
-        for it in range(1, self.max_iter + 1):
-            batch = sampler.minibatch(
-                (indptr, indices, data, L), _neg_sq_distance, b, require_violation=False, rows={0: "query"}
-            )
-            self.n_draws_ += int(batch.draws.sum())
-            L = _step(L, batch, Xs, eta, lam)
-            if validation is not None and it % self.eval_every == 0:
-                Xv, Rv = validation
-                score = retrieval_metrics(Xv @ L, Xs @ L, Rv, ks=(1,))["MAP"]
-                self.validation_scores_.append(score)
-                if score > best:
-                    best, best_iter, best_L, stale = score, it, L, 0
-                else:
-                    stale += 1
-                    if stale >= self.n_iter_no_change:
-                        break
+        show = progress_enabled(self.show_progress)
+        with tqdm(total=self.max_iter, desc="FRML", unit="step", disable=not show) as bar:
+            for it in range(1, self.max_iter + 1):
+                batch = sampler.minibatch(
+                    (indptr, indices, data, L), _neg_sq_distance, b, require_violation=False, rows={0: "query"}
+                )
+                self.n_draws_ += int(batch.draws.sum())
+                L = _step(L, batch, Xs, eta, lam)
+                bar.update()
+                if validation is not None and it % self.eval_every == 0:
+                    Xv, Rv = validation
+                    score = retrieval_metrics(Xv @ L, Xs @ L, Rv, ks=(1,))["MAP"]
+                    self.validation_scores_.append(score)
+                    bar.set_postfix(validation_MAP=f"{score:.4f}")
+                    if score > best:
+                        best, best_iter, best_L, stale = score, it, L, 0
+                    else:
+                        stale += 1
+                        if stale >= self.n_iter_no_change:
+                            break
         if not self.validation_scores_:
             return L, self.max_iter
         return best_L, best_iter
 
     # -------------------------------------------------------------------------- metric-learn API
     _state_attributes = ("components_", "embedding_", "train_labels_")
+    _accepts_sparse = True  # tag counts and other sparse content stay sparse
 
     def _required_state(self):
         return ("components_", "embedding_")
@@ -433,15 +441,6 @@ class FRML(MahalanobisMixin, BaseEstimator):
         labels = self.train_labels_
         if labels is not None and (labels.ndim != 1 or labels.shape[0] != self.embedding_.shape[0]):
             raise ValueError(f"train_labels_ must hold one label per training point ({self.embedding_.shape[0]})")
-
-    def transform(self, X) -> np.ndarray:
-        """Embed ``X`` (dense or sparse) so that Euclidean distances are learned distances:
-        ``X @ components_ᵀ``."""
-        self._check_fitted()
-        X = _check_data(X)
-        if X.shape[1] != self.components_.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features, the metric was fitted on {self.components_.shape[1]}")
-        return np.asarray(X @ self.components_.T)
 
     def kneighbors(self, X=None, n_neighbors=5, return_distance=True):
         """The ``n_neighbors`` nearest training points of each query under the learned metric.

@@ -25,7 +25,10 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
+from .._progress import progress_enabled
 from .._validation import check_positive_int, check_random_state, check_real
 from ._base import MahalanobisMixin, check_dense
 
@@ -129,6 +132,11 @@ class GMML(MahalanobisMixin, BaseEstimator):
         (``None``: ``20 * n_classes**2``, metric-learn's habit).
     random_state : int, Generator or None
         Seed of the pair sampling in :meth:`fit`.
+    num_threads : int
+        BLAS threads of the scatter products and eigendecompositions (0 = the library's default).
+    show_progress : bool or None
+        Progress bar over the two stages (scatter matrices, geometric mean), which take seconds
+        for thousands of features (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -138,11 +146,15 @@ class GMML(MahalanobisMixin, BaseEstimator):
         The symmetric positive definite Mahalanobis matrix ``M``.
     """
 
-    def __init__(self, regularization=1.0, t=0.5, num_constraints=None, random_state=None):
+    def __init__(
+        self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0, show_progress=None
+    ):
         self.regularization = regularization
         self.t = t
         self.num_constraints = num_constraints
         self.random_state = random_state
+        self.num_threads = num_threads
+        self.show_progress = show_progress
 
     _state_attributes = ("components_",)
 
@@ -152,17 +164,16 @@ class GMML(MahalanobisMixin, BaseEstimator):
         if self.num_constraints is not None:
             check_positive_int(self.num_constraints, "num_constraints")
         check_random_state(self.random_state)
+        check_positive_int(self.num_threads, "num_threads", minimum=0)
+        progress_enabled(self.show_progress)
 
     def fit(self, X, y):
         """Sample similar (same class) and dissimilar pairs from ``(X, y)`` and fit on them."""
         self._check_params()
-        X = check_dense(X, "X")
-        y = _check_labels(y, X.shape[0])
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        X, y = self._validate(X, y, reset=True, min_samples=2)
         _, cls, counts = np.unique(y, return_inverse=True, return_counts=True)
         if counts.size < 2:
-            raise ValueError("y needs at least two classes to form dissimilar pairs")
+            raise ValueError("y has 1 class: dissimilar pairs need two classes")
         if counts.max() < 2:
             raise ValueError("no class has two samples: cannot form similar pairs")
         n = self.num_constraints
@@ -187,14 +198,23 @@ class GMML(MahalanobisMixin, BaseEstimator):
             raise ValueError("need at least one similar and one dissimilar pair")
         diff = A - B
         ds, dd = diff[similar], diff[~similar]
-        S, D = ds.T @ ds, dd.T @ dd
-        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(D))):
-            raise ValueError(
-                "the scatter matrices overflow: the data are too large in magnitude "
-                f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
-            )
-        reg = self.regularization * np.eye(A.shape[1])
-        self.components_ = gmml_components(S + reg, D + reg, float(self.t))
+        show = progress_enabled(self.show_progress)
+        with (
+            threadpool_limits(self.num_threads or None, user_api="blas"),
+            tqdm(total=2, desc="GMML", unit="stage", disable=not show) as bar,
+        ):
+            bar.set_postfix_str("scatter matrices")
+            S, D = ds.T @ ds, dd.T @ dd
+            if not (np.all(np.isfinite(S)) and np.all(np.isfinite(D))):
+                raise ValueError(
+                    "the scatter matrices overflow: the data are too large in magnitude "
+                    f"(max |x| = {np.abs(diff).max():.3g}); rescale X (e.g. StandardScaler)"
+                )
+            bar.update()
+            bar.set_postfix_str("geometric mean")
+            reg = self.regularization * np.eye(A.shape[1])
+            self.components_ = gmml_components(S + reg, D + reg, float(self.t))
+            bar.update()
         self.n_features_in_ = A.shape[1]
         return self
 
@@ -203,19 +223,15 @@ class GMML(MahalanobisMixin, BaseEstimator):
         if self.components_.shape[0] != self.components_.shape[1]:
             raise ValueError(f"components_ of GMML is square (a full-rank metric), got shape {self.components_.shape}")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
     @property
     def metric_(self) -> np.ndarray:
         """The symmetric positive definite Mahalanobis matrix ``M`` (= :meth:`get_mahalanobis_matrix`)."""
         return self.get_mahalanobis_matrix()
-
-
-def _check_labels(y, n) -> np.ndarray:
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
-    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-        raise ValueError("y contains NaN or infinite labels")
-    return y
 
 
 def _sample_pairs(cls, counts, n, rng):

@@ -29,10 +29,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _topk
 from .._io import Persistable
+from .._progress import progress_enabled
 from .._topk import top_k_dense
 from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
 
@@ -70,6 +72,9 @@ def cosine_rows(M, ids, weights=None) -> np.ndarray:
 class Recommender(Persistable, BaseEstimator):
     """Base class: subclasses implement ``_fit(X)`` and ``_score_rows(rows, ids, recalculate)``.
 
+    ``show_progress`` of every model: ``True``/``False``, or ``None`` (the default) for a progress
+    bar only when standard error is a terminal, as in implicit (logs and CI stay quiet).
+
     Fitted attributes common to all models: ``user_items_`` (the training matrix, CSR),
     ``item_popularity_`` (training interaction count per item, the tie-breaker) and ``params_``
     (the parameters of the fit).
@@ -78,6 +83,10 @@ class Recommender(Persistable, BaseEstimator):
     interactions, so ``recommend`` scores a new or updated user from ``user_items`` without
     refitting.  User-based models do so only with ``recalculate_user=True``.
     """
+
+    # score(user_ids) takes ids, not metadata to route: no set_score_request (scikit-learn would
+    # otherwise generate one, with its metadata-routing docstring, on every model)
+    __metadata_request__score = {"user_ids": metadata_routing.UNUSED}
 
     item_based = True
     #: kind of the fitted affinities (checked on load; ``None``: any)
@@ -116,7 +125,12 @@ class Recommender(Persistable, BaseEstimator):
 
     def _check_params(self):
         check_positive_int(self.num_threads, "num_threads", minimum=0)
-        check_bool(self.show_progress, "show_progress")
+        progress_enabled(self.show_progress)
+
+    def _progress(self) -> bool:
+        """Whether this fit shows progress bars: ``show_progress``, ``None`` meaning on when
+        standard error is a terminal (:func:`recsys_ltr._progress.progress_enabled`)."""
+        return progress_enabled(self.show_progress)
 
     def _check_data_params(self, X):
         """Checks of the parameters against the data (e.g. ``k`` below the catalogue size)."""
@@ -385,8 +399,12 @@ class Recommender(Persistable, BaseEstimator):
         super()._load_state(state, specs)
         self.user_items_ = check_feedback(self.user_items_, "user_items_")
         self.params_ = self.get_params(deep=False)
+        self._load_nested(state, specs)
         self._check_data_params(self.user_items_)
         self._check_state()
+
+    def _load_nested(self, state, specs):
+        """Restore the fitted estimators nested in this one (subclasses holding some)."""
 
     def _check_dense_state(self, shapes):
         """Check loaded dense attributes against their expected ``shapes`` (name -> shape)."""

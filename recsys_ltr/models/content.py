@@ -29,8 +29,8 @@ class ContentItemKNN(ItemKNN):
         Neighbourhood size, ``1 <= k <= affinity.k_max``.
     num_threads : int
         numba threads for scoring (0 = all).
-    show_progress : bool
-        Unused (kept for the ItemKNN interface).
+    show_progress : bool or None
+        Unused: the affinity is computed beforehand (kept for the ItemKNN interface).
 
     Attributes
     ----------
@@ -40,7 +40,7 @@ class ContentItemKNN(ItemKNN):
 
     _affinity_kind = None  # any kind: content affinities are "custom", a given Affinity may be any
 
-    def __init__(self, affinity=None, k=100, num_threads=0, show_progress=False):
+    def __init__(self, affinity=None, k=100, num_threads=0, show_progress=None):
         self.affinity = affinity
         super().__init__(k=k, num_threads=num_threads, show_progress=show_progress)
 

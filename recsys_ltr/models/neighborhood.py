@@ -57,7 +57,7 @@ class _Neighborhood(PrefixK, Recommender):
     _affinity_kind = "cosine"
     _build_affinity = staticmethod(_cosine_affinity)
 
-    def __init__(self, k=100, num_threads=0, show_progress=False):
+    def __init__(self, k=100, num_threads=0, show_progress=None):
         self.k = k
         self.num_threads = num_threads
         self.show_progress = show_progress
@@ -66,7 +66,7 @@ class _Neighborhood(PrefixK, Recommender):
         for name in self._model_state:  # "item_affinity_" / "user_affinity_"
             side = name.split("_")[0]
             k = self._param("k")
-            setattr(self, name, self._build_affinity(X, k, side, self.num_threads, self.show_progress))
+            setattr(self, name, self._build_affinity(X, k, side, self.num_threads, self._progress()))
 
     def _score_rows(self, rows, ids, recalculate):
         return self._item_part(rows) if self.uses_items else self._user_part(rows, ids, recalculate)
@@ -155,8 +155,9 @@ class ItemKNN(_Neighborhood):
         Neighbourhood size, ``1 <= k < n_items``.
     num_threads : int
         numba threads (0 = all); results do not depend on it.
-    show_progress : bool
-        Progress bar while computing neighbours.
+    show_progress : bool or None
+        Progress bar over blocks of items while computing neighbours (``None``: on when
+        standard error is a terminal).
 
     Attributes
     ----------
@@ -223,7 +224,7 @@ class KUNN(_Neighborhood):
     _affinity_kind = "kunn"
     _build_affinity = staticmethod(_kunn_affinity)
 
-    def __init__(self, k=100, side="both", num_threads=0, show_progress=False):
+    def __init__(self, k=100, side="both", num_threads=0, show_progress=None):
         self.k = k
         self.side = side
         self.num_threads = num_threads

@@ -19,13 +19,13 @@ class Popularity(Recommender):
     ----------
     num_threads : int
         numba threads for ``recommend`` (0 = all).
-    show_progress : bool
+    show_progress : bool or None
         Unused (nothing to fit); kept for a uniform API.
 
     ``similar_users`` ranks users by the cosine of their training rows.
     """
 
-    def __init__(self, num_threads=0, show_progress=False):
+    def __init__(self, num_threads=0, show_progress=None):
         self.num_threads = num_threads
         self.show_progress = show_progress
 

@@ -36,8 +36,9 @@ class RP3beta(PrefixK, Recommender):
         Popularity discount of the arrival item (``beta=0``: P3α).
     num_threads : int
         numba threads (0 = all); results do not depend on it.
-    show_progress : bool
-        Progress bar while computing similarities.
+    show_progress : bool or None
+        Progress bar over blocks of items while computing similarities (``None``: on when
+        standard error is a terminal).
 
     Attributes
     ----------
@@ -49,7 +50,7 @@ class RP3beta(PrefixK, Recommender):
 
     _model_state = ("similarity_",)
 
-    def __init__(self, k=100, alpha=1.0, beta=0.5, num_threads=0, show_progress=False):
+    def __init__(self, k=100, alpha=1.0, beta=0.5, num_threads=0, show_progress=None):
         self.k = k
         self.alpha = alpha
         self.beta = beta
@@ -66,7 +67,7 @@ class RP3beta(PrefixK, Recommender):
 
     def _fit(self, X):
         self.similarity_ = _rp3beta_similarity(
-            X, self.k, float(self.alpha), float(self.beta), self.num_threads, self.show_progress
+            X, self.k, float(self.alpha), float(self.beta), self.num_threads, self._progress()
         )
 
     def _prepare(self):

@@ -32,8 +32,9 @@ class SLIM(Recommender):
         Coordinate-descent sweeps per item and convergence tolerance.
     num_threads : int
         numba threads (0 = all); ``W`` does not depend on it.
-    show_progress : bool
-        Progress bar while fitting.
+    show_progress : bool or None
+        Progress bar over items (and, for fsSLIM, over the neighbour search) while fitting
+        (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -44,7 +45,7 @@ class SLIM(Recommender):
     _model_state = ("item_affinity_",)
     _affinity_kind = "slim"
 
-    def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
+    def __init__(self, k=None, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=None):
         self.k = k
         self.l1 = l1
         self.l2 = l2
@@ -76,7 +77,7 @@ class SLIM(Recommender):
             max_iter=self.max_iter,
             tol=self.tol,
             num_threads=self.num_threads,
-            show_progress=self.show_progress,
+            show_progress=self._progress(),
         )
 
     def _prepare(self):

@@ -36,14 +36,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import (
-    INDEX_DTYPE,
-    check_bool,
-    check_csr_structure,
-    check_feedback,
-    check_positive_int,
-    check_sparse,
-)
+from .._progress import progress_enabled
+from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
 from .knn import _self_knn, check_k, side_matrix, truncate_rows
 from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
 from .slim import check_slim_params
@@ -171,18 +165,19 @@ def _has_duplicates(M) -> bool:
     return np.unique(keys).size != keys.size
 
 
-def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
-    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3)."""
-    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, check_bool(show_progress, "show_progress"))
+def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
+    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
+    a bar over blocks of rows (``None``: on in a terminal)."""
+    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
 
 
-def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=False) -> Affinity:
+def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
     """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
 
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
     """
-    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, check_bool(show_progress, "show_progress"))
+    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
 
 
 def _cosine_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
@@ -224,7 +219,7 @@ def kunn_weights(M) -> np.ndarray:
     return 1.0 / np.sqrt(kunn_counts(M.T.tocsr()))
 
 
-def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False) -> Affinity:
+def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=None) -> Affinity:
     """SLIM (``k=None``) or fsSLIM (``k`` cosine neighbours) item affinity ``A = W^T``.
 
     The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
@@ -233,7 +228,7 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     """
     X = check_feedback(X)
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
-    show_progress = check_bool(show_progress, "show_progress")
+    show_progress = progress_enabled(show_progress)
     return _slim_affinity(
         X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
@@ -259,7 +254,7 @@ def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thr
     return Affinity.trusted(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
 
 
-def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=False) -> Affinity:
+def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None) -> Affinity:
     """RP3β item affinity ``A = W^T`` (``W``: ``k`` targets per source item, rows l1-normalised).
 
     ``k`` is RP3β's neighbourhood size (per source row of ``W``), not a truncation of ``A``: row
@@ -279,7 +274,7 @@ def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=
     """
     X = check_feedback(X)
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_affinity(X, k, alpha, beta, num_threads, check_bool(show_progress, "show_progress"))
+    return _rp3beta_affinity(X, k, alpha, beta, num_threads, progress_enabled(show_progress))
 
 
 def _rp3beta_affinity(X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False) -> Affinity:

@@ -34,10 +34,13 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
+from .._progress import progress_enabled
 from .._topk import rank_dense_rows
-from .._validation import INDEX_DTYPE, check_dense, check_sparse
+from .._validation import INDEX_DTYPE, check_dense, check_num_threads, check_sparse, numba_threads
 from .affinity import Affinity
 from .knn import check_k
 
@@ -56,6 +59,10 @@ class ContentAffinity(BaseEstimator):
     bandwidth : float > 0, optional
         ``sigma^2`` of the Gaussian affinity; default: the median squared neighbour distance
         (1 when that median is 0).
+    num_threads : int
+        Threads of the distance blocks (BLAS) and of the neighbour selection (numba); 0 = all.
+    show_progress : bool or None
+        Progress bar over blocks of items (``None``: on when standard error is a terminal).
 
     Attributes
     ----------
@@ -66,10 +73,16 @@ class ContentAffinity(BaseEstimator):
     n_items_ : int
     """
 
-    def __init__(self, k=100, metric=None, bandwidth=None):
+    # F is the content itself, not metadata to route: no set_fit_request / set_transform_request
+    __metadata_request__fit = {"F": metadata_routing.UNUSED}
+    __metadata_request__transform = {"F": metadata_routing.UNUSED}
+
+    def __init__(self, k=100, metric=None, bandwidth=None, num_threads=0, show_progress=None):
         self.k = k
         self.metric = metric
         self.bandwidth = bandwidth
+        self.num_threads = num_threads
+        self.show_progress = show_progress
 
     def fit(self, F, y=None):
         """Compute the neighbourhoods of the items whose content rows are ``F`` (n_items x d)."""
@@ -77,9 +90,12 @@ class ContentAffinity(BaseEstimator):
         n = F.shape[0]
         k = check_k(self.k, n, "items")
         bandwidth = self._check_bandwidth()
+        threads = check_num_threads(self.num_threads)
+        show = progress_enabled(self.show_progress)
         Z = self._embed(F)
         has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
-        S = _nearest(Z, k, has_content)  # data = squared distances
+        with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
+            S = _nearest(Z, k, has_content, show)  # data = squared distances
         if bandwidth is None:
             median = float(np.median(S.data)) if S.nnz else 0.0
             bandwidth = median if median > 0 else 1.0
@@ -133,7 +149,7 @@ def _check_content(F):
     return F
 
 
-def _nearest(Z, k, has_content) -> sp.csr_matrix:
+def _nearest(Z, k, has_content, show_progress=False) -> sp.csr_matrix:
     """CSR of the ``k`` nearest other rows of ``Z`` (rows with content only), nearest first, ties
     by smaller id; values are squared distances."""
     n = Z.shape[0]
@@ -150,7 +166,10 @@ def _nearest(Z, k, has_content) -> sp.csr_matrix:
         D[~has_content[rows]] = np.inf  # ... and have none
         return -D
 
-    ids, neg = rank_dense_rows(neg_distances, np.arange(n), k, n, drop_zero=False, drop_nonfinite=True)
+    ids, neg = rank_dense_rows(
+        neg_distances, np.arange(n), k, n, drop_zero=False, drop_nonfinite=True, show_progress=show_progress,
+        desc="content affinity",
+    )  # fmt: skip
     count = np.count_nonzero(ids >= 0, axis=1)
     indptr = np.zeros(n + 1, INDEX_DTYPE)
     np.cumsum(count, out=indptr[1:])

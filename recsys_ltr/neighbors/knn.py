@@ -30,10 +30,10 @@ import scipy.sparse as sp
 from numba import njit, prange
 from tqdm.auto import tqdm
 
+from .._progress import progress_enabled
 from .._topk import N_BUCKETS, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
-    check_bool,
     check_compressed,
     check_feedback,
     check_num_threads,
@@ -202,6 +202,9 @@ class KnnIndex:
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
 
+    def __reduce__(self):  # pickling (process pools, Ray's object store) rebuilds a checked index
+        return KnnIndex, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
+
 
 def _finite_vector(v, n, name, positive):
     v = np.array(v, dtype=np.float64)
@@ -257,7 +260,7 @@ def check_scale(scale, M, name) -> np.ndarray:
 
 
 def knn_query(
-    index: KnnIndex, queries, k, query_ids=None, *, query_scale=None, num_threads=0, show_progress=False, desc="KNN"
+    index: KnnIndex, queries, k, query_ids=None, *, query_scale=None, num_threads=0, show_progress=None, desc="KNN"
 ) -> sp.csr_matrix:
     """The ``k`` rows of an indexed matrix most similar to each query row.
 
@@ -280,8 +283,8 @@ def knn_query(
         cosine); the similarity is ``q_a s_b sum_f Q_af M_bf w_f`` with ``s_b`` the index's scale.
     num_threads : int
         numba threads, 0 = all.
-    show_progress : bool
-        tqdm bar over blocks of rows.
+    show_progress : bool or None
+        tqdm bar over blocks of rows (``None``: on when standard error is a terminal).
 
     Returns
     -------
@@ -296,8 +299,7 @@ def knn_query(
         raise ValueError(f"queries have {Q.shape[1]} columns but the indexed rows have {index.n_features}")
     self_ids = _check_query_ids(query_ids, Q.shape[0], index.n_rows)
     query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
-    show_progress = check_bool(show_progress, "show_progress")
-    return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale)
+    return _knn_query(index, Q, k, self_ids, num_threads, progress_enabled(show_progress), desc, query_scale)
 
 
 def _check_query_ids(query_ids, nq, n) -> np.ndarray:
@@ -345,7 +347,7 @@ def _knn_query(index, Q, k, self_ids, num_threads=0, show_progress=False, desc="
 
 
 def weighted_cosine_knn(
-    M, k, weights=None, *, queries=None, query_ids=None, num_threads=0, show_progress=False, desc="KNN"
+    M, k, weights=None, *, queries=None, query_ids=None, num_threads=0, show_progress=None, desc="KNN"
 ):
     """The ``k`` most similar rows of the binary matrix ``M`` for every row (or query row).
 
@@ -383,7 +385,7 @@ def weighted_cosine_knn(
         if query_ids is None
         else _check_query_ids(query_ids, M.shape[0], M.shape[0])
     )
-    return _knn_query(index, M, k, ids, num_threads, check_bool(show_progress, "show_progress"), desc)
+    return _knn_query(index, M, k, ids, num_threads, progress_enabled(show_progress), desc)
 
 
 def _self_knn(M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN") -> sp.csr_matrix:
@@ -404,7 +406,7 @@ def inverse_sqrt(counts):
     return np.divide(1.0, np.sqrt(counts), out=np.zeros_like(counts), where=counts > 0)
 
 
-def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
+def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=None):
     """Item-item (``side="item"``) or user-user cosine KNN of a feedback matrix.
 
     ``cos(i, j) = |users(i) & users(j)| / sqrt(c(i) c(j))``; returns the ``n x n`` CSR
@@ -412,8 +414,7 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=False):
     """
     M = side_matrix(check_feedback(X), side)
     k = check_k(k, M.shape[0], f"{side}s")
-    show_progress = check_bool(show_progress, "show_progress")
-    return _self_knn(M, k, num_threads=num_threads, show_progress=show_progress, desc=f"{side} KNN")
+    return _self_knn(M, k, num_threads=num_threads, show_progress=progress_enabled(show_progress), desc=f"{side} KNN")
 
 
 def side_matrix(X, side):

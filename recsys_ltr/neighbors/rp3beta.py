@@ -35,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_bool, check_feedback, check_real
+from .._progress import progress_enabled
+from .._validation import check_feedback, check_real
 from .knn import _knn_index, _knn_query, check_k, truncate_rows
 
 __all__ = ["check_rp3beta_params", "rp3beta_similarity", "rp3beta_weights"]
@@ -51,7 +52,7 @@ def _powers(counts, exponent):
     return np.power(np.maximum(counts, 1).astype(np.float64), -exponent)
 
 
-def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=False) -> sp.csr_matrix:
+def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None) -> sp.csr_matrix:
     """The ``k`` largest RP3β similarities ``S_ij`` of every source item ``i`` (module docstring).
 
     Parameters
@@ -64,8 +65,8 @@ def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progres
         Exponent of the transition probabilities and of the arrival item's popularity.
     num_threads : int
         numba threads (0 = all); the result does not depend on it.
-    show_progress : bool
-        Progress bar over blocks of items.
+    show_progress : bool or None
+        Progress bar over blocks of items (``None``: on when standard error is a terminal).
 
     Returns
     -------
@@ -76,7 +77,7 @@ def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progres
     X = check_feedback(X)
     k = check_k(k, X.shape[1], "items")
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_similarity(X, k, alpha, beta, num_threads, check_bool(show_progress, "show_progress"))
+    return _rp3beta_similarity(X, k, alpha, beta, num_threads, progress_enabled(show_progress))
 
 
 def _rp3beta_similarity(X, k, alpha, beta, num_threads=0, show_progress=False) -> sp.csr_matrix:

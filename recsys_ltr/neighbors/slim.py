@@ -30,6 +30,7 @@ from numba import njit, prange
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
+from .._progress import progress_enabled
 from .._validation import check_feedback, check_num_threads, check_positive_int, check_sparse, numba_threads
 
 __all__ = ["MAX_GRAM_BYTES", "check_slim_params", "slim_weights"]
@@ -51,7 +52,7 @@ def slim_weights(
     max_iter=100,
     tol=1e-4,
     num_threads=0,
-    show_progress=False,
+    show_progress=None,
     max_gram_bytes=MAX_GRAM_BYTES,
 ) -> sp.csr_matrix:
     """Fit the SLIM (or, with ``neighbors``, fsSLIM) item-item weight matrix.
@@ -82,8 +83,8 @@ def slim_weights(
     num_threads : int
         Threads for the numba kernels, 0 = all.  Items are solved independently in a fixed
         coordinate order, so ``W`` does not depend on the number of threads.
-    show_progress : bool
-        Show a tqdm progress bar over items.
+    show_progress : bool or None
+        Show a tqdm progress bar over items (``None``: when standard error is a terminal).
     max_gram_bytes : int
         Memory bound for the dense Gram matrix, see ``MAX_GRAM_BYTES``.
 
@@ -97,9 +98,9 @@ def slim_weights(
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
     check_num_threads(num_threads)
     max_gram_bytes = check_positive_int(max_gram_bytes, "max_gram_bytes")
-    for flag, name in ((positive, "positive"), (show_progress, "show_progress")):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    if not isinstance(positive, (bool, np.bool_)):
+        raise TypeError(f"positive must be a bool, got {positive!r}")
+    show_progress = progress_enabled(show_progress)
     if neighbors is not None:
         neighbors = _check_neighbors(neighbors, X.shape[1])
     return fit_slim(X, l1, l2, neighbors, positive, max_iter, tol, num_threads, show_progress, max_gram_bytes)

@@ -1,0 +1,107 @@
+"""The base recommenders of stacked FEBR: the default set, their tuning on the training labels, reuse.
+
+With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick -- EASE
+(catalogues up to EASE's ``max_items``), ALS, RP3β, KUNN, user-p and item-p -- each with a small
+grid of its main hyper-parameters.  The grid is searched leak-free: every setting is fitted on the
+feature part ``F`` of the training matrix and ranked by its ADG on the label part ``L`` (the
+held-out positives that the features are trained to predict); the winner's ``F``-fit makes the
+training features and its setting is refitted on all of ``X`` for prediction.  Neighbourhood
+models are fitted once at their largest ``k`` and truncated (``with_k``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.base import clone
+
+from ..metrics import evaluate_checked
+from ..models import ALS, EASE, KUNN, ItemKNN, RP3beta, UserKNN
+from ..models.base import Recommender
+from ..models.neighborhood import PrefixK
+
+__all__ = ["AUTO_BASES", "BaseSpec", "fit_base", "resolve_bases", "reuse_or_fit"]
+
+
+class BaseSpec(NamedTuple):
+    """One base: an unfitted template, the settings to search (``()``: none) and, when the user
+    gave a fitted model, that model."""
+
+    template: Recommender
+    grid: tuple[dict, ...]
+    fitted: Recommender | None
+
+
+#: ``bases="auto"``: (name, template, grid).  ALS's grid crosses regularisation with the confidence
+#: of the positives (implicit's penalty is unscaled, sec. "Noticed" of the eval results); RP3β's
+#: popularity discount is the hyper-parameter it is most sensitive to.
+AUTO_BASES = (
+    ("EASE", EASE(), tuple({"lam": v} for v in (500.0, 100.0, 2000.0))),
+    ("ALS", ALS(), tuple({"regularization": r, "alpha": a} for r, a in ((10.0, 10.0), (100.0, 10.0), (1.0, 2.0)))),
+    ("RP3beta", RP3beta(), tuple({"beta": b} for b in (0.5, 0.3, 0.7))),
+    ("KUNN", KUNN(), tuple({"k": k} for k in (100, 50, 200))),
+    ("user-p", UserKNN(), tuple({"k": k} for k in (100, 50, 200))),
+    ("item-p", ItemKNN(), tuple({"k": k} for k in (100, 50, 200))),
+)
+
+
+def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec]]:
+    """``(names, specs)`` of ``bases`` ("auto" or a list of recommenders) for data of ``shape``."""
+    if isinstance(bases, str):  # "auto"
+        names, specs = [], []
+        for name, template, grid in AUTO_BASES:
+            if isinstance(template, EASE) and shape[1] > template.max_items:
+                continue  # the dense solve does not fit: left out, as the CLI skips it
+            template = clone(template).set_params(num_threads=num_threads)
+            k_max = min(shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
+            if "k" in template.get_params() and template.k > k_max:
+                template.set_params(k=k_max)
+            grid = tuple(g for g in grid if g.get("k", 0) <= k_max) or ({"k": k_max},)
+            names.append(name)
+            specs.append(BaseSpec(template, grid, None))
+        return names, specs
+    names, specs = [], []
+    for base in bases:
+        name = type(base).__name__
+        names.append(name if name not in names else f"{name}{len(names)}")
+        fitted = base if hasattr(base, "user_items_") else None
+        specs.append(BaseSpec(clone(base), (), fitted))
+    return names, specs
+
+
+def fit_base(spec: BaseSpec, F, L, n_eval_users, rng) -> Recommender:
+    """The base fitted on the feature part ``F``: its template, or the setting of its grid with the
+    best ADG on the labels ``L`` (at most ``n_eval_users`` label users)."""
+    if not spec.grid:
+        return clone(spec.template).fit(F)
+    users = np.flatnonzero(np.diff(L.indptr) > 0)
+    if n_eval_users is not None and users.size > n_eval_users:
+        users = np.sort(rng.choice(users, n_eval_users, replace=False))
+    best, best_adg = None, -np.inf
+    for model in _candidates(spec, F):
+        adg = evaluate_checked(model.score, F, L, None, ["ADG"], users=users, num_threads=model.num_threads)["ADG"]
+        if adg > best_adg:
+            best, best_adg = model, adg
+    return best
+
+
+def _candidates(spec, F):
+    """The grid's models fitted on ``F``; prefix models (``k``) fitted once at the largest ``k``."""
+    template = spec.template
+    if isinstance(template, PrefixK) and all(set(g) == {"k"} for g in spec.grid):
+        ks = [g["k"] for g in spec.grid]
+        widest = clone(template).set_params(k=max(ks)).fit(F)
+        yield from (widest if k == max(ks) else widest.with_k(k) for k in ks)
+        return
+    for setting in spec.grid:
+        yield clone(template).set_params(**setting).fit(F)
+
+
+def reuse_or_fit(spec: BaseSpec, params: dict, X) -> Recommender:
+    """The base for prediction: the user's fitted model when it was fitted on ``X`` itself, else the
+    chosen ``params`` fitted on ``X``."""
+    fitted = spec.fitted
+    if fitted is not None and fitted.user_items_.shape == X.shape and (fitted.user_items_ != X).nnz == 0:
+        return fitted
+    return clone(spec.template).set_params(**params).fit(X)

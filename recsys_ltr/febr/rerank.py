@@ -1,0 +1,175 @@
+"""LambdaMART re-ranking of FEBR's candidate pools (LightGBM's ``lambdarank`` objective).
+
+The ranker is trained by ``lightgbm.train`` (optional dependency, ``pip install
+"recsys-ltr[lightgbm]"``) on the stacked features of the training pools
+(:mod:`recsys_ltr.febr.stacking`), with early stopping on NDCG@10 of the validation pools (FEBR
+then picks among :data:`SETTINGS` by validation ADG).  The fitted trees
+are then copied into plain arrays (:class:`Trees`) evaluated by a numba kernel: a saved model needs
+no LightGBM to predict, and a file's trees are checked like any other array (every child index in
+range, every split on an existing feature) before they are used.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["DEFAULTS", "SETTINGS", "Trees", "fit_lambdamart", "predict_trees"]
+
+#: LightGBM settings under every FEBR LambdaMART fit (``lambdamart_params`` overrides them).
+DEFAULTS = {
+    "objective": "lambdarank",
+    "learning_rate": 0.05,
+    "num_leaves": 31,
+    "min_data_in_leaf": 20,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "feature_fraction": 0.8,
+    "eval_at": [10],
+    "verbosity": -1,
+}
+#: The settings FEBR tries when ``lambdamart_params`` is not given: small trees with large leaves
+#: (on movielens-1m-implicit the better of the two), LightGBM's default trees.
+SETTINGS = ({"num_leaves": 7, "min_data_in_leaf": 100}, {"num_leaves": 31, "min_data_in_leaf": 20})
+_ROUNDS = 500  # boosting rounds at most (early stopping after 50 without progress)
+_ROUND_ALIASES = (
+    "num_iterations",
+    "num_iteration",
+    "n_iter",
+    "num_tree",
+    "num_trees",
+    "num_round",
+    "num_rounds",
+    "nrounds",
+    "num_boost_round",
+    "n_estimators",
+    "max_iter",
+)
+
+_DTYPES = (np.int32, np.float64, np.int32, np.int32, np.float64, np.int32)
+
+
+class Trees(NamedTuple):
+    """Regression trees in arrays: node ``j`` of the forest splits on ``feature[j]`` at
+    ``threshold[j]`` (``x <= threshold``: ``left[j]``, else ``right[j]``; children are global node
+    ids) or, when ``feature[j] == -1``, is a leaf worth ``value[j]``; ``roots`` lists each tree's
+    root.  The prediction is the sum of the leaves reached."""
+
+    feature: np.ndarray  #: int32
+    threshold: np.ndarray  #: float64
+    left: np.ndarray  #: int32
+    right: np.ndarray  #: int32
+    value: np.ndarray  #: float64
+    roots: np.ndarray  #: int32
+
+    @classmethod
+    def from_arrays(cls, arrays, n_features: int) -> Trees:
+        """Checked trees from six loaded arrays (integers checked to fit int32 before the cast)."""
+        arrays = [np.asarray(a) for a in arrays]
+        for a, dtype in zip(arrays, _DTYPES):
+            if np.dtype(dtype).kind == "i" and (a.dtype.kind not in "iu" or (a.size and np.abs(a).max() >= 2**31)):
+                raise ValueError("tree node ids and features must be 32-bit integers")
+        return cls(*(a.astype(dtype) for a, dtype in zip(arrays, _DTYPES))).check(n_features)
+
+    def check(self, n_features: int) -> Trees:
+        """Raise ``ValueError`` unless the arrays form valid trees over ``n_features`` features."""
+        n = self.feature.shape[0]
+        arrays = (self.feature, self.threshold, self.left, self.right, self.value)
+        if any(a.ndim != 1 or a.shape[0] != n for a in arrays) or self.roots.ndim != 1:
+            raise ValueError("tree arrays must be 1-D and of one length")
+        if not (np.all(np.isfinite(self.threshold)) and np.all(np.isfinite(self.value))):
+            raise ValueError("tree thresholds and values must be finite")
+        internal = self.feature >= 0
+        if np.any(self.feature < -1) or np.any(self.feature >= n_features):
+            raise ValueError(f"tree splits must use features in [0, {n_features})")
+        children = np.concatenate([self.left[internal], self.right[internal], self.roots])
+        if children.size and (children.min() < 0 or children.max() >= n):
+            raise ValueError("tree children and roots must be node ids of the forest")
+        # children come after their parent (depth-first numbering): no cycles, every walk ends
+        ids = np.flatnonzero(internal)
+        if np.any(self.left[internal] <= ids) or np.any(self.right[internal] <= ids):
+            raise ValueError("tree children must follow their parent")
+        return self
+
+
+@njit(parallel=True, cache=True)
+def _predict(X, feature, threshold, left, right, value, roots):
+    out = np.zeros(X.shape[0])
+    for r in prange(X.shape[0]):
+        total = 0.0
+        for t in range(roots.shape[0]):
+            j = roots[t]
+            while feature[j] >= 0:
+                j = left[j] if X[r, feature[j]] <= threshold[j] else right[j]
+            total += value[j]
+        out[r] = total
+    return out
+
+
+def predict_trees(trees: Trees, X) -> np.ndarray:
+    """Sum of the leaves reached by every row of the float64 matrix ``X`` (checked trees)."""
+    return _predict(np.ascontiguousarray(X, dtype=np.float64), *trees)
+
+
+def _flatten(booster) -> Trees:
+    """The trees of a LightGBM booster as :class:`Trees` (numerical ``<=`` splits only)."""
+    feature, threshold, left, right, value, roots = [], [], [], [], [], []
+
+    def visit(node):
+        j = len(feature)
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        value.append(0.0)
+        if "leaf_value" in node:
+            value[j] = float(node["leaf_value"])
+            return j
+        if node.get("decision_type", "<=") != "<=":
+            raise ValueError(f"unsupported LightGBM split {node.get('decision_type')!r}")
+        feature[j] = int(node["split_feature"])
+        threshold[j] = float(node["threshold"])
+        left[j] = visit(node["left_child"])
+        right[j] = visit(node["right_child"])
+        return j
+
+    for tree in booster.dump_model()["tree_info"]:
+        roots.append(visit(tree["tree_structure"]))
+    as32 = lambda a: np.asarray(a, dtype=np.int32)  # noqa: E731
+    return Trees(as32(feature), np.asarray(threshold), as32(left), as32(right), np.asarray(value), as32(roots))
+
+
+def fit_lambdamart(train, valid, params, random_state, num_threads):
+    """Train LightGBM's LambdaMART on ``train = (phi, label, group sizes)`` (rows grouped per user)
+    with early stopping on ``valid`` (same form, or ``None``: all rounds); ``params`` override
+    :data:`DEFAULTS` (``num_iterations`` or an alias: the rounds, default 500).  Returns ``(trees, rounds)``."""
+    try:
+        import lightgbm
+    except ImportError as exc:
+        raise ImportError(
+            'FEBR(scorer="lambdamart") needs LightGBM: pip install "recsys-ltr[lightgbm]" (or pip install lightgbm)'
+        ) from exc
+    settings = {**DEFAULTS, **(params or {})}
+    rounds = _ROUNDS
+    for alias in _ROUND_ALIASES:  # LightGBM's names of the number of rounds
+        rounds = settings.pop(alias, rounds)
+    settings.update(seed=random_state, num_threads=num_threads, deterministic=True, force_row_wise=True)
+
+    def dataset(part, reference=None):
+        phi, label, groups = part
+        return lightgbm.Dataset(phi, label.astype(np.int32), group=groups, reference=reference, free_raw_data=True)
+
+    train_set = dataset(train)
+    fit_args = {}
+    if valid is not None and valid[1].any():
+        fit_args = {
+            "valid_sets": [dataset(valid, train_set)],
+            "callbacks": [lightgbm.early_stopping(50, first_metric_only=True, verbose=False)],
+        }
+    booster = lightgbm.train(settings, train_set, num_boost_round=rounds, **fit_args)
+    rounds = booster.best_iteration or booster.current_iteration()
+    if rounds < booster.current_iteration():
+        booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=rounds))
+    return _flatten(booster), int(rounds)

@@ -1,0 +1,329 @@
+"""Stacked FEBR: base features against a brute-force reference, the stacking analogue of Theorem
+4.3, leak-free labels (a memoriser base), K-fold labels, LambdaMART trees, save/load, bad input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_febr import block_feedback
+
+from recsys_ltr.febr import FEBR
+from recsys_ltr.febr.rerank import Trees, fit_lambdamart, predict_trees
+from recsys_ltr.febr.stacking import (
+    BaseFeatures,
+    Pool,
+    candidate_moments,
+    concatenate_pools,
+    feature_names,
+    heads,
+    pool_relevance,
+    z_column,
+)
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import EASE, KUNN, ItemKNN, Popularity, UserKNN
+from recsys_ltr.models.base import Recommender
+from recsys_ltr.split import holdout
+
+pytestmark = pytest.mark.kernels
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return holdout(block_feedback(users=40, items=20), val=0.2, test=0.2, seed=0)
+
+
+def fast(**kw):
+    params = dict(iterations=4000, eval_every=1000, learning_rate=0.01, random_state=0, num_threads=1, candidates=20)
+    return FEBR(**{**params, **kw})
+
+
+class Memoriser(Recommender):
+    """Scores exactly its training positives 1, everything else 0."""
+
+    def __init__(self, num_threads=0, show_progress=None):
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _fit(self, X):
+        pass
+
+    def _score_rows(self, rows, ids, recalculate):
+        return rows.toarray()
+
+
+# ------------------------------------------------------------------------------ features
+def reference_heads(S, rows, labels, context, popularity, n_top):
+    """Per user: {item: (features, is_label)} of the head, written from the module docstring."""
+    B, nb, n = S.shape
+    out = []
+    for r in range(B):
+        known = set(rows[r].indices)
+        cand = [i for i in range(n) if i not in known]
+        tops = []
+        for b in range(nb):
+            ranked = sorted(cand, key=lambda i, b=b: (-S[r, b, i], -popularity[i], i))
+            tops.append(set(ranked[:n_top]))
+        head = sorted(set().union(*tops))
+        feats = {}
+        for i in head:
+            phi = []
+            for b in range(nb):
+                values = S[r, b, cand]
+                mu, sd = values.mean(), values.std()
+                sd = sd if sd > 1e-12 * max(1.0, abs(mu)) else 1.0
+                above = sum(S[r, b, j] > S[r, b, i] for j in head)
+                phi += [(S[r, b, i] - context.mean[b]) / context.scale[b], (S[r, b, i] - mu) / sd]
+                phi.append(1 / np.log2(2 + above))
+            act = context.activity([len(known)])[0]
+            phi += [context.pop[i], act, sum(i in t for t in tops) / nb]
+            feats[i] = (np.array(phi), i in set(labels[r].indices))
+        out.append(feats)
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 4),  # users
+    st.integers(1, 3),  # bases
+    st.integers(3, 9),  # items
+    st.integers(1, 4),  # n_top
+    st.integers(0, 2**31 - 1),
+)
+def test_heads_match_brute_force(B, nb, n, n_top, seed):
+    rng = np.random.default_rng(seed)
+    S = rng.integers(0, 4, size=(B, nb, n)).astype(np.float64)  # small integers: ties everywhere
+    R = (rng.random((B, n)) < 0.3).astype(float)
+    R[:, 0] = 0  # at least one candidate
+    L = ((rng.random((B, n)) < 0.3) & (R == 0)).astype(float)
+    rows, labels = sp.csr_matrix(R), sp.csr_matrix(L)
+    context = BaseFeatures(rng.normal(size=nb), rng.random(nb) + 0.5, rng.normal(size=n), np.array([0.3, 1.7]))
+    popularity = rng.integers(0, 3, n).astype(np.float64)
+    items, phi, label, counts = heads(S, rows, labels, context, popularity, n_top)
+    for r, expected in enumerate(reference_heads(S, rows, labels, context, popularity, n_top)):
+        assert list(items[r, : counts[r]]) == sorted(expected)
+        for p, i in enumerate(items[r, : counts[r]]):
+            np.testing.assert_allclose(phi[r, p], expected[i][0], rtol=1e-12, atol=1e-12)
+            assert label[r, p] == expected[i][1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.integers(2, 8), st.integers(0, 2**31 - 1))
+def test_candidate_moments_match_numpy(B, n, seed):
+    rng = np.random.default_rng(seed)
+    S = rng.normal(size=(B, n))
+    R = sp.csr_matrix((rng.random((B, n)) < 0.4).astype(float))
+    mu, sigma = candidate_moments(S, R.indptr, R.indices)
+    for r in range(B):
+        cand = np.setdiff1d(np.arange(n), R[r].indices)
+        if cand.size:
+            assert mu[r] == pytest.approx(S[r, cand].mean(), abs=1e-12)
+            assert sigma[r] == pytest.approx(S[r, cand].std() if cand.size > 1 else 1.0, abs=1e-9)
+
+
+def test_concatenated_pools_are_queries_in_turn():
+    a = Pool(
+        np.array([0, 2, 3], np.int32),
+        np.array([1, 4, 0], np.int32),
+        np.arange(6.0).reshape(3, 2),
+        np.array([1, 0, 1], bool),
+    )
+    b = Pool(np.array([0, 1, 1], np.int32), np.array([2], np.int32), np.array([[9.0, 9.0]]), np.array([0], bool))
+    c = concatenate_pools([a, b])
+    assert c.indptr.tolist() == [0, 2, 3, 4, 4]
+    assert c.items.tolist() == [1, 4, 0, 2] and c.label.tolist() == [True, False, True, False]
+    relevant, irrelevant = pool_relevance(c, 5)
+    assert relevant.shape == (4, 5) and relevant.toarray()[0].tolist() == [0, 1, 0, 0, 0]
+    assert irrelevant.toarray()[2].tolist() == [0, 0, 1, 0, 0]
+    assert feature_names(["A"]) == ["A_raw", "A_z", "A_rr", "pop", "act", "votes"] and z_column(1) == 4
+
+
+# ------------------------------------------------------------------------------ the model
+def test_one_base_gives_its_ranking_exactly(planted):
+    """The stacking analogue of Theorem 4.3: with the weight on one base's score, FEBR ranks as it."""
+    train, val, _ = planted
+    users = np.arange(train.shape[0])
+    for bases in ([ItemKNN(k=10)], [UserKNN(k=10), EASE(lam=50.0), Popularity()]):
+        model = fast(bases=bases, iterations=0).fit(train, validation=val)
+        tail = model.bases_[model.tail_base_]
+        np.testing.assert_array_equal(model.score(users), tail.score(users))
+        ids, _ = model.recommend(users, train[users], N=10)
+        expected, _ = tail.recommend(users, train[users], N=10)
+        np.testing.assert_array_equal(ids, expected)
+
+
+def test_tail_base_is_the_best_on_validation_and_never_beaten(planted):
+    train, val, _ = planted
+    model = fast(bases=[UserKNN(k=10), ItemKNN(k=10), Popularity()]).fit(train, validation=val)
+    base_adg = model.history_[0]["base_val_adg"]
+    assert model.base_names_[model.tail_base_] == max(base_adg, key=base_adg.get)
+    start = model.history_[1]["val_adg"]
+    assert start == pytest.approx(max(base_adg.values()), abs=1e-12)  # theta starts at the best base
+    assert max(h["val_adg"] for h in model.history_[1:]) >= start
+
+
+def memoriser_weight(model):
+    """Largest |theta| on the memoriser's features (base 1) relative to the item-p base's (base 0)."""
+    theta = np.abs(model.coef_)
+    return theta[3:6].max(), theta[0:3].max()
+
+
+def test_memoriser_gets_no_weight_leak_free_and_dominates_with_leakage(planted):
+    train, val, _ = planted
+    common = dict(init="zeros", iterations=6000, validation_fraction=0.0)  # no validation: the last model
+    alone = fast(bases=[ItemKNN(k=10)], **common).fit(train)
+    clean = fast(bases=[ItemKNN(k=10), Memoriser()], **common).fit(train)
+    leaky = fast(bases=[ItemKNN(k=10), Memoriser()], holdout=0.0, **common).fit(train)
+    mem, knn = memoriser_weight(clean)
+    assert mem == 0.0 and knn > 0  # its scores are constant on every training pair: no gradient
+    # equal within noise (2 standard errors of the paired difference; the memoriser's top list, the
+    # most popular candidates, still enters the head and the votes feature)
+    a, c = (evaluate(m, train, val, metrics=["ADG"]).per_user["ADG"] for m in (alone, clean))
+    assert abs(np.mean(c - a)) <= 2 * np.std(c - a) / np.sqrt(a.size)
+    mem, knn = memoriser_weight(leaky)
+    assert mem > 2 * knn  # trained on X itself, the memoriser separates every label
+
+
+def test_kfold_labels_use_every_part(planted, monkeypatch):
+    train, val, _ = planted
+    from recsys_ltr.febr import model as febr_model
+
+    seen = []
+    original = febr_model.build_pool
+
+    def spy(bases, context, X, labels, *args, **kwargs):
+        seen.append((X.nnz, labels.nnz))
+        return original(bases, context, X, labels, *args, **kwargs)
+
+    monkeypatch.setattr(febr_model, "build_pool", spy)
+    fast(bases=[ItemKNN(k=10)], holdout=4).fit(train, validation=val)
+    training = seen[:4]
+    assert sum(labels for _, labels in training) == train.nnz - sum(  # every positive but the lone ones
+        1 for u in range(train.shape[0]) if train[u].nnz == 1
+    )
+    assert all(x + labels == train.nnz for x, labels in training)
+
+
+def test_seed_and_one_thread_reproduce(planted):
+    train, val, _ = planted
+    a = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
+    b = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.score([0, 5]), b.score([0, 5]))
+
+
+def test_auto_bases_on_a_small_catalogue(planted):
+    train, val, _ = planted
+    model = fast(iterations=1000).fit(train, validation=val)
+    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
+    assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
+    assert model.coef_.shape == (3 * 6 + 3,)
+
+
+def test_carved_validation_and_refit(planted):
+    train, _, _ = planted
+    model = fast(bases=[ItemKNN(k=10)], validation_fraction=0.2).fit(train)
+    assert model.bases_[0].user_items_.nnz == train.nnz  # refitted on all of X
+    assert model.history_[0]["base_val_adg"]
+
+
+def test_fitted_base_is_reused(planted):
+    train, val, _ = planted
+    knn = ItemKNN(k=10).fit(train)
+    model = fast(bases=[knn, UserKNN(k=10)]).fit(train, validation=val)
+    assert model.bases_[0] is knn
+
+
+@pytest.mark.parametrize("scorer", ["linear", "lambdamart"])
+def test_save_load_round_trip(tmp_path, planted, scorer):
+    train, val, _ = planted
+    model = fast(bases=[ItemKNN(k=10), KUNN(k=10)], scorer=scorer).fit(train, validation=val)
+    path = tmp_path / "febr.npz"
+    model.save(path)
+    loaded = Recommender.load(path)
+    users = np.arange(train.shape[0])
+    np.testing.assert_array_equal(loaded.score(users), model.score(users))
+    assert (loaded.trees_ is None) == (scorer == "linear")
+    assert loaded.base_names_ == ["ItemKNN", "KUNN"]
+
+
+def test_lambdamart_reranks_and_reports(planted):
+    train, val, _ = planted
+    model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], scorer="lambdamart").fit(train, validation=val)
+    tried = [h for h in model.history_ if h["iteration"] == "lambdamart"]
+    assert len(tried) == 2 and model.lambdamart_iterations_ >= 1
+    assert model.trees_ is not None
+    one = fast(bases=[ItemKNN(k=10)], scorer="lambdamart", lambdamart_params={"num_leaves": 3, "n_estimators": 5})
+    one.fit(train, validation=val)
+    assert one.lambdamart_iterations_ <= 5 and one.trees_.roots.size <= 5
+
+
+# ------------------------------------------------------------------------------ trees
+def test_flattened_trees_predict_as_lightgbm():
+    lightgbm = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    groups = np.full(30, 10)
+    trees, rounds = fit_lambdamart((X, y, groups), None, {"num_iterations": 20, "num_leaves": 5}, 0, 1)
+    booster = lightgbm.train(
+        {"objective": "lambdarank", "num_leaves": 5, "learning_rate": 0.05, "min_data_in_leaf": 20,
+         "bagging_fraction": 0.8, "bagging_freq": 1, "feature_fraction": 0.8, "verbosity": -1, "seed": 0,
+         "num_threads": 1, "deterministic": True, "force_row_wise": True},
+        lightgbm.Dataset(X, y, group=groups),
+        num_boost_round=20,
+    )  # fmt: skip
+    assert rounds == 20
+    Z = rng.normal(size=(100, 5))
+    np.testing.assert_allclose(predict_trees(trees, Z), booster.predict(Z), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(feature=[5, -1, -1]), "features in"),
+        (dict(left=[7, -1, -1]), "node ids"),
+        (dict(left=[0, -1, -1]), "follow their parent"),
+        (dict(threshold=[np.nan, 0, 0]), "finite"),
+        (dict(roots=[3]), "node ids"),
+    ],
+)
+def test_bad_trees_are_refused(change, match):
+    arrays = dict(
+        feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1], value=[0, 1, 2], roots=[0]
+    )
+    arrays.update(change)
+    with pytest.raises(ValueError, match=match):
+        Trees.from_arrays([np.array(arrays[k]) for k in ("feature", "threshold", "left", "right", "value", "roots")], 5)
+
+
+# ------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(bases="all"), TypeError, "bases must be"),
+        (dict(bases=[]), TypeError, "bases must be"),
+        (dict(bases=[FEBR()]), TypeError, "cannot be a base"),
+        (dict(bases=[ItemKNN()], affinity="cosine"), ValueError, "give one"),
+        (dict(scorer="trees"), ValueError, "scorer must be"),
+        (dict(init="sum"), ValueError, "init='sum' with affinity"),
+        (dict(holdout=1), ValueError, "holdout must be >= 2"),
+        (dict(holdout=1.5), ValueError, "holdout must be"),
+        (dict(candidates=0), ValueError, "candidates must be"),
+        (dict(label_exclude_top=80), ValueError, "leaves no item"),
+        (dict(lambdamart_params=[("a", 1)]), TypeError, "lambdamart_params"),
+        (dict(refit=1), TypeError, "refit must be a bool"),
+    ],
+)
+def test_bad_parameters(planted, params, error, match):
+    train, _, _ = planted
+    with pytest.raises(error, match=match):
+        fast(**{"bases": [ItemKNN(k=5)], **params}).fit(train)
+
+
+def test_bad_parameters_of_the_dissertation_path(planted):
+    train, _, _ = planted
+    with pytest.raises(ValueError, match="goes with stacked features"):
+        FEBR(bases=None, affinity="cosine", holdout=3, k=5).fit(train)
+    with pytest.raises(ValueError, match="re-ranks stacked features"):
+        FEBR(bases=None, affinity="cosine", scorer="lambdamart", k=5).fit(train)
