@@ -174,7 +174,7 @@ CSC_ROW_60 = """
         "from recsys_ltr._validation import check_feedback; check_feedback(X)",
         "from recsys_ltr.models import ItemKNN; ItemKNN(k=2).fit(X)",
         "from recsys_ltr import split; split.holdout(X)",
-        "from recsys_ltr.metric_learning import GMML; GMML().fit(X, np.arange(60) % 2)",
+        "from recsys_ltr.metric_learning import FRML; FRML(max_iter=2).fit(X, y=np.arange(60) % 2)",
     ],
 )
 def test_csc_row_index_out_of_range_is_a_value_error(clean_error, call):
@@ -237,7 +237,8 @@ def test_rows_touching_every_candidate():
     ones = np.ones((3, 3))
     np.testing.assert_allclose(cosine_knn(ones, 2).toarray(), 1 - np.eye(3))
     X = np.vstack([ones, [1.0, 0.0, 0.0]])  # the last user leaves items to sample as negatives
-    scores = FEBR(k=2, side="both", iterations=10, eval_every=10, random_state=0, num_threads=1).fit(X).score([0, 1])
+    febr = FEBR(**_fuzz.PAPER, k=2, side="both", iterations=10, eval_every=10, random_state=0, num_threads=1)
+    scores = febr.fit(X).score([0, 1])
     assert scores.shape == (2, 3) and np.all(np.isfinite(scores))
 
 
@@ -375,7 +376,7 @@ def test_frml_loss_array_and_febr_holdout_name_the_parameter():
     with pytest.raises(ValueError, match="loss must be 1-D"):  # was "estimator must be 1-D"
         FRML(loss=0, max_iter=2).fit(X, y=y)
     with pytest.raises(TypeError, match="holdout must be a real number, got False"):  # False == 0 was accepted
-        FEBR(holdout=False).fit(_fuzz.base_matrix())
+        FEBR(**{**_fuzz.PAPER, "holdout": False}).fit(_fuzz.base_matrix())
 
 
 def test_content_affinity_refuses_complex_and_sparse_checked_first():
@@ -486,3 +487,138 @@ def test_gmml_file_with_a_non_square_metric(tmp_path):
     outcome = _fuzz.file_case_outcome(case, str(tmp_path))  # a 2 x 3 components_ was loaded
     assert outcome.category == "clear", outcome.detail
 
+
+def _stacked(**params):
+    from recsys_ltr.models import FEBR, ItemKNN, Popularity
+
+    common = dict(iterations=200, eval_every=100, random_state=0, num_threads=1, validation_users=20)
+    return FEBR(bases=[ItemKNN(k=3, num_threads=1), Popularity()], **{**common, **params})
+
+
+def _stack_data():
+    return sp.csr_matrix((np.random.default_rng(0).random((60, 25)) < 0.25).astype(float))
+
+
+def test_stacked_febr_folds_beyond_every_users_positives_are_refused():
+    with pytest.raises(ValueError, match=r"holdout=4611686018427387904 folds, but no user has more than \d+ positives"):
+        _stacked(holdout=2**62).fit(_stack_data())  # was 2**62 fits of the bases (a hang)
+
+
+def test_stacked_febr_head_of_more_candidates_than_items():
+    X = _stack_data()  # candidates=2**62 allocated (users, bases, 2**62) ("array is too big")
+    np.testing.assert_array_equal(
+        _stacked(candidates=2**62).fit(X).score([0, 1]), _stacked(candidates=25).fit(X).score([0, 1])
+    )
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"learning_rate": "x"}, r"LightGBM refused lambdamart_params=\{'learning_rate': 'x'\}"),  # was LightGBMError
+        ({"num_leaves": -1}, "LightGBM refused lambdamart_params"),
+        ({"num_iterations": 0}, r"lambdamart_params\['num_iterations'\] must be >= 1"),
+        ({"num_trees": "5"}, r"lambdamart_params\['num_trees'\] must be an integer"),
+    ],
+)
+def test_lambdamart_settings_lightgbm_refuses_are_value_errors(params, match):
+    pytest.importorskip("lightgbm")
+    with pytest.raises((TypeError, ValueError), match=match):
+        _stacked(scorer="lambdamart", lambdamart_params=params).fit(_stack_data())
+
+
+# ----------------------------------------------------------------------------- the issue's other items, one test each
+def test_sampler_rows_are_required_and_an_infinite_state_is_divergence():
+    from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
+
+    s = WarpSampler(sp.csr_matrix(np.eye(5)), random_state=0)
+    with pytest.raises(TypeError, match="rows"):  # rows= is a check, not an opt-in
+        s.sgd((np.ones((5, 3)), np.ones((5, 3))), dot_score, dot_update, 10, 0.1)
+    U = np.ones((5, 3))
+    U[0, 0] = np.inf  # ran on with 0 violators
+    with pytest.raises(FloatingPointError, match="diverged"):
+        s.sgd((U, np.ones((5, 3))), dot_score, dot_update, 10, 0.1, rows=DOT_ROWS)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("name", ["ItemKNN", "UserKNN", "RP3beta", "KUNN", "EASE"])
+def test_weights_of_1e308_give_finite_scores(name):
+    X = _fuzz.base_matrix() * 1e308  # gave inf similarities and scores
+    assert np.all(np.isfinite(_fuzz.model_factories()[name]().fit(X).score(np.arange(7))))
+
+
+def test_seeds_beyond_64_bits_and_numeric_strings_are_refused():
+    from recsys_ltr._validation import check_random_state
+    from recsys_ltr.ltr import LGMML
+    from recsys_ltr.warp import WarpSampler
+
+    with pytest.raises(ValueError, match="random_state must be <= 18446744073709551615"):  # was seed 0's stream
+        check_random_state(2**80)
+    with pytest.raises(TypeError, match="margin must be a real number, got '1'"):
+        WarpSampler(_fuzz.base_matrix(), margin="1")
+    with pytest.raises(TypeError, match="margin must be a real number, got '1'"):
+        LGMML(margin="1").fit(*_fuzz._ltr_data())
+
+
+def test_saved_random_state_is_checked_on_load(tmp_path):
+    from recsys_ltr.models import ALS
+
+    model = ALS(factors=2, iterations=1, random_state=0, num_threads=1).fit(_fuzz.base_matrix())
+    model.params_ = {**model.params_, "random_state": [1, 2]}  # failed only on refit
+    path = model.save(tmp_path / "als.npz")
+    with pytest.raises(ValueError, match="invalid parameters: random_state must be None, an int"):
+        ALS.load(path)
+
+
+def test_gmml_on_data_of_1e200_is_a_value_error():
+    from recsys_ltr.metric_learning import GMML
+
+    X, y = _fuzz._labels_data()
+    with pytest.raises(ValueError, match="scatter matrices overflow"):  # was LinAlgError
+        GMML().fit(np.asarray(X) * 1e200, y)
+
+
+def test_metric_learners_refuse_strings_sparse_first_and_3d():
+    from recsys_ltr.metric_learning import FRML, GMML
+
+    X, y = _fuzz._labels_data()
+    with pytest.raises(TypeError, match="X must be numeric, got strings"):  # scikit-learn parsed "0.5" as 0.5
+        GMML().fit(np.asarray(X).astype(str), y)
+    with pytest.raises(TypeError, match="GMML takes a dense X, got a sparse matrix"):  # was "Complex data"
+        GMML().fit(sp.csr_matrix(np.asarray(X) + 0j), y)
+    with pytest.raises(ValueError, match="X must be a 2-D array"):
+        FRML(max_iter=2).fit(np.asarray(X)[:, :, None], y=y)
+
+
+def test_nonfinite_letor_features_are_refused(tmp_path):
+    from recsys_ltr.datasets.letor import read_svmlight_ltr
+
+    path = tmp_path / "q.txt"
+    path.write_text("1 qid:1 1:nan 2:1\n0 qid:1 1:inf 2:0\n")
+    with pytest.raises(ValueError, match="row 1 has a NaN or infinite feature value"):
+        read_svmlight_ltr(path, 2)
+
+
+def test_damaged_data_files_and_huge_ids_in_presplit_files(tmp_path):
+    import gzip
+
+    from test_datasets import _write
+
+    from recsys_ltr.datasets import load_presplit
+    from recsys_ltr.datasets._registry import read_bytes
+
+    path = tmp_path / "x.txt.gz"
+    path.write_bytes(gzip.compress(b"0 1\n" * 100)[:-10])
+    with pytest.raises(ValueError, match="corrupt or truncated gzip file"):  # was EOFError
+        read_bytes(path)
+    _write(tmp_path, "gowalla", {"train.txt": b"0 1\n12345678901234567890123 0\n", "valid.txt": b"", "test.txt": b""})
+    with pytest.raises(ValueError, match="integers below 2\\*\\*63"):  # was OverflowError
+        load_presplit("gowalla", data_dir=tmp_path, verify=False)
+
+
+def test_two_dimensional_ids_name_the_argument():
+    from recsys_ltr import Interactions
+
+    with pytest.raises(TypeError, match="users must be 1-D hashable ids"):  # was pandas' "unhashable type: 'list'"
+        Interactions.from_arrays([[0, 1], [2]], [3, 4])
+    with pytest.raises(ValueError, match="users must be 1-D"):
+        Interactions.from_arrays(np.zeros((2, 2)), [3, 4])

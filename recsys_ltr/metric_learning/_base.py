@@ -18,6 +18,20 @@ from .._validation import check_dense, check_sparse
 __all__ = ["MahalanobisMixin", "check_dense"]
 
 
+def _check_values(X) -> None:
+    """What scikit-learn's ``validate_data`` lets through or words vaguely: strings (it parses
+    ``"1.0"``), ragged rows, more than 2 dimensions.  The rest (1-D, empty, NaN, complex, objects
+    that are not numbers) keeps the messages scikit-learn's estimator checks expect."""
+    try:
+        A = np.asarray(X)
+    except ValueError:  # nested sequences of unequal lengths
+        raise ValueError("X must be a 2-D array, got rows of different lengths") from None
+    if A.dtype.kind in "SU" or (A.dtype == object and any(isinstance(v, (str, bytes)) for v in A.ravel())):
+        raise TypeError("X must be numeric, got strings")
+    if A.ndim > 2:
+        raise ValueError(f"X must be a 2-D array, got shape {A.shape}")
+
+
 class MahalanobisMixin(Persistable, TransformerMixin):
     """``transform``, ``get_mahalanobis_matrix``, ``pair_distance``, ``pair_score`` and
     ``get_metric`` from the fitted ``components_``, plus ``save``/``load``."""
@@ -35,10 +49,14 @@ class MahalanobisMixin(Persistable, TransformerMixin):
 
     def _validate(self, X, y="no_validation", *, reset: bool, min_samples: int = 1):
         """scikit-learn's ``validate_data`` (float64, finite, ``n_features_in_``); a sparse ``X`` has
-        its raw structure checked first (:func:`recsys_ltr._validation.check_sparse`), before
-        scikit-learn converts anything."""
-        if sp.issparse(X) and self._accepts_sparse:
+        its raw structure checked first (:func:`recsys_ltr._validation.check_sparse`), a dense one
+        its values (numbers, not strings), before scikit-learn converts anything."""
+        if sp.issparse(X):
+            if not self._accepts_sparse:  # before scikit-learn's checks of the values (complex, NaN)
+                raise TypeError(f"{type(self).__name__} takes a dense X, got a sparse matrix (use X.toarray())")
             X = check_sparse(X, "X", allow_empty=True, nonnegative=False)
+        else:
+            _check_values(X)
         kw = dict(
             reset=reset,
             accept_sparse="csr" if self._accepts_sparse else False,
