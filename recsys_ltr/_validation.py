@@ -39,6 +39,7 @@ __all__ = [
     "check_sparse",
     "check_values",
     "numba_threads",
+    "task_threads",
 ]
 
 #: Index dtype of every canonical CSR matrix (``indices`` and ``indptr``).
@@ -391,14 +392,6 @@ def _integral(v) -> int | None:
     return None
 
 
-def check_relevance(y, name: str = "y") -> np.ndarray:
-    """Graded relevance labels as float64: real (not complex, not bool), finite and non-negative."""
-    y = np.asarray(y)
-    if np.iscomplexobj(y) or not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) or np.any(y < 0):
-        raise ValueError(f"{name} must hold finite non-negative relevance labels")
-    return y.astype(np.float64)
-
-
 def check_scores(scores, shape: tuple[int, int], name: str = "scores") -> np.ndarray:
     """A dense score block as a C-contiguous float32/float64 array of the expected shape.
 
@@ -478,12 +471,21 @@ def check_random_state(seed, name: str = "random_state") -> np.random.Generator:
     return np.random.default_rng(check_seed(seed, name))
 
 
+#: Threads an executor's worker task may use (``None``: no limit), set by :func:`task_threads`.
+_TASK_THREADS = None
+
+
 def check_num_threads(num_threads) -> int:
-    """Validate a ``num_threads`` parameter; 0 means all cores numba sees."""
+    """Validate a ``num_threads`` parameter; 0 means all cores numba sees.  Inside a worker task of
+    :mod:`recsys_ltr.executors` every count is capped at the task's share of the CPUs
+    (:func:`task_threads`), whatever the estimator was configured with."""
     import numba
 
     n = check_positive_int(num_threads, "num_threads", minimum=0)
-    return numba.config.NUMBA_NUM_THREADS if n == 0 else min(n, numba.config.NUMBA_NUM_THREADS)
+    limit = (
+        numba.config.NUMBA_NUM_THREADS if _TASK_THREADS is None else min(_TASK_THREADS, numba.config.NUMBA_NUM_THREADS)
+    )
+    return limit if n == 0 else min(n, limit)
 
 
 @contextlib.contextmanager
@@ -497,3 +499,17 @@ def numba_threads(num_threads):
         yield
     finally:
         numba.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def task_threads(threads: int):
+    """Run the enclosed block as a worker task granted ``threads`` CPUs: every ``num_threads`` is
+    capped at ``threads`` and numba runs on that many, then restore."""
+    global _TASK_THREADS
+    previous = _TASK_THREADS
+    _TASK_THREADS = check_positive_int(threads, "threads")
+    try:
+        with numba_threads(0):
+            yield
+    finally:
+        _TASK_THREADS = previous

@@ -36,13 +36,15 @@ candidates precede each test item: for users with few test items, one vectorised
 item minus the preceding non-candidates; for users with many, one binary-search pass over the
 catalogue against their sorted test items that skips the non-candidates, O(n_items log m)
 (:mod:`recsys_ltr._ranking`).  Scores are requested in
-bounded user batches.
+bounded user batches, which can run as tasks of an executor -- local processes or Ray
+(:mod:`recsys_ltr.executors`) -- with the same per-user values, bit for bit.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -61,6 +63,7 @@ from recsys_ltr._validation import (
     check_scores,
     numba_threads,
 )
+from recsys_ltr.executors import check_executor, executor_scope
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -139,6 +142,8 @@ def evaluate(
     users=None,
     num_threads=0,
     show_progress=False,
+    executor=None,
+    blocks_per_task=1,
 ) -> EvaluationResult:
     """Evaluate a scorer on held-out positives (see the module docstring for the definitions).
 
@@ -161,14 +166,24 @@ def evaluate(
         Cutoff of bare ``REC`` and ``P``; must not exceed the number of items when one of
         them is requested (a larger ``k`` raises rather than being clamped).
     batch_size : int, optional
-        Users scored per block; default keeps the float64 block under
-        :data:`DEFAULT_BLOCK_BYTES`.
+        Users scored per block; default keeps the float64 block under :data:`DEFAULT_BLOCK_BYTES`
+        (a task's memory is bounded by one block).
     users : array of int, optional
         Restrict the evaluation to these users (those without test items are skipped).
     num_threads : int
-        Numba threads (0: all).  Results do not depend on it.
+        Numba threads (0: all, or a worker task's share).  Results do not depend on it.
     show_progress : bool
         Show a progress bar over blocks.
+    executor : Executor or {"serial", "processes", "ray"}, optional
+        Where the blocks are scored and ranked (:mod:`recsys_ltr.executors`; default in this
+        process).  The scorer is shipped once; each task carries one block of users with their
+        train, test and exclude rows, and only its rows of the metric table come back.  Every
+        per-user value is the same, bit for bit, on every executor.  The arguments are checked
+        before any task starts.
+    blocks_per_task : int
+        Consecutive blocks of ``batch_size`` users evaluated by one task, one after the other:
+        fewer, longer tasks for the same memory per task (on a large catalogue a block holds
+        few users, and per-task costs would dominate).
 
     Returns
     -------
@@ -198,11 +213,24 @@ def evaluate(
         users=users,
         num_threads=num_threads,
         show_progress=show_progress,
+        executor=executor,
+        blocks_per_task=blocks_per_task,
     )
 
 
 def evaluate_checked(
-    score_fn, train, test, exclude, metrics=None, k=10, batch_size=None, users=None, num_threads=0, show_progress=False
+    score_fn,
+    train,
+    test,
+    exclude,
+    metrics=None,
+    k=10,
+    batch_size=None,
+    users=None,
+    num_threads=0,
+    show_progress=False,
+    executor=None,
+    blocks_per_task=1,
 ) -> EvaluationResult:
     """:func:`evaluate` of canonical, disjoint ``train``/``test`` (and ``exclude`` or ``None``) and a
     score function: the matrices are not checked again (for estimators evaluating themselves
@@ -215,20 +243,54 @@ def evaluate_checked(
     if batch_size is None:
         batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
     batch_size = check_positive_int(batch_size, "batch_size")
+    task_size = batch_size * check_positive_int(blocks_per_task, "blocks_per_task")
+    check_executor(executor)
     tiebreak = _tiebreak(np.bincount(train.indices, minlength=n_items))
     columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in _CUTOFF_METRICS]
 
     table = np.empty((len(eval_users), len(columns)))
-    starts = range(0, len(eval_users), batch_size)
-    with numba_threads(num_threads):
-        for start in tqdm(starts, desc="evaluate", unit="block", disable=not show_progress):
-            block = eval_users[start : start + batch_size]
-            scores = _score_block(score_fn, block, n_items)
-            args = _kernel_args(scores, tiebreak, train[block], test[block], exclude[block])
-            table[start : start + len(block)], nan_rows = evaluate_block(*args, cutoffs)
-            _check_nan(nan_rows)
+    starts = range(0, len(eval_users), task_size)
+    # a task carries its users' rows; the scorer and what every block reads are shipped once
+    blocks = (_user_rows(eval_users[s : s + task_size], train, test, exclude) for s in starts)
+    shared = _EvaluationInputs(score_fn, tiebreak, cutoffs, num_threads, batch_size)
+    bar = tqdm(total=len(starts), desc="evaluate", unit="task", disable=not show_progress)
+    with executor_scope(executor) as ex, bar:
+        for position, rows in ex.map(_evaluate_users, blocks, shared):
+            table[starts[position] : starts[position] + len(rows)] = rows
+            bar.update()
     per_user = {name: np.ascontiguousarray(table[:, columns.index(name)]) for name in names}
     return EvaluationResult(per_user, eval_users, int(k))
+
+
+@dataclass(frozen=True)
+class _EvaluationInputs:
+    """What every block of :func:`evaluate_checked` reads: shipped once to the workers."""
+
+    score_fn: object
+    tiebreak: np.ndarray
+    cutoffs: np.ndarray
+    num_threads: int
+    batch_size: int
+
+
+def _user_rows(users, *matrices) -> tuple:
+    """Users with their rows of each matrix (one evaluation task)."""
+    return (users, *(X[users] for X in matrices))
+
+
+def _evaluate_users(inputs: _EvaluationInputs, task: tuple) -> np.ndarray:
+    """Metric table rows of one task's users, given with their train, test and exclude rows, in
+    blocks of ``batch_size`` users."""
+    users, *rows = task
+    out = np.empty((users.size, len(BASE_METRICS) + 2 * inputs.cutoffs.size))
+    with numba_threads(inputs.num_threads):
+        for lo in range(0, users.size, inputs.batch_size):
+            block = slice(lo, lo + inputs.batch_size)
+            scores = _score_block(inputs.score_fn, users[block], rows[0].shape[1])
+            args = _kernel_args(scores, inputs.tiebreak, *(X[block] for X in rows))
+            out[block], nan_rows = evaluate_block(*args, inputs.cutoffs)
+            _check_nan(nan_rows)
+    return out
 
 
 def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity=None):

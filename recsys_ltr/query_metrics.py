@@ -26,14 +26,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._validation import check_positive_int, check_relevance
+from ._validation import check_positive_int
 
 __all__ = [
     "average_precision",
+    "check_labels",
+    "contiguous_query_offsets",
     "ndcg_at_k",
     "query_groups",
     "ranking_report",
 ]
+
+
+def _check_qid(qid) -> np.ndarray:
+    qid = np.asarray(qid)
+    if qid.ndim != 1:
+        raise ValueError(f"qid must be 1-D, got shape {qid.shape}")
+    if qid.size == 0:
+        raise ValueError("qid is empty")
+    if not np.issubdtype(qid.dtype, np.integer):
+        raise TypeError(f"qid must hold integers, got dtype {qid.dtype}")
+    return qid
 
 
 def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,13 +61,7 @@ def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     unique_qid : int64 array (n_queries,)
         The query ids, ascending.
     """
-    qid = np.asarray(qid)
-    if qid.ndim != 1:
-        raise ValueError(f"qid must be 1-D, got shape {qid.shape}")
-    if qid.size == 0:
-        raise ValueError("qid is empty")
-    if not np.issubdtype(qid.dtype, np.integer):
-        raise TypeError(f"qid must hold integers, got dtype {qid.dtype}")
+    qid = _check_qid(qid)
     unique_qid, inverse, counts = np.unique(qid, return_inverse=True, return_counts=True)
     order = np.argsort(inverse, kind="stable").astype(np.int64)
     offsets = np.zeros(unique_qid.size + 1, dtype=np.int64)
@@ -62,17 +69,48 @@ def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, offsets, unique_qid.astype(np.int64)
 
 
+def contiguous_query_offsets(qid) -> np.ndarray:
+    """Offsets of the queries of ``qid`` when each query's rows are contiguous (LETOR and
+    LightGBM order): query ``j`` owns rows ``offsets[j]:offsets[j + 1]``, queries in order of
+    appearance.  Raises ``ValueError`` when a query id appears in more than one run of rows."""
+    qid = _check_qid(qid)
+    starts = np.flatnonzero(qid[1:] != qid[:-1]) + 1
+    offsets = np.concatenate([[0], starts, [qid.size]]).astype(np.int64)
+    run_ids = qid[offsets[:-1]]
+    if np.unique(run_ids).size != run_ids.size:
+        ids, counts = np.unique(run_ids, return_counts=True)
+        raise ValueError(
+            f"qid is not grouped: the rows of query {int(ids[counts > 1][0])} are split into "
+            f"{int(counts.max())} separate runs; sort the rows by query (keeping each query's order) first"
+        )
+    return offsets
+
+
+def _real_array(a, name: str) -> np.ndarray:
+    """``a`` as a float64 array; complex, object and non-numeric dtypes are a ``TypeError``."""
+    a = np.asarray(a)
+    if np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype.kind == "b"):
+        raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
+    return a.astype(np.float64)
+
+
+def check_labels(y, n_rows: int) -> np.ndarray:
+    """``y`` as float64 graded relevance labels of ``n_rows`` rows (real, finite, >= 0)."""
+    y = _real_array(y, "y")
+    if y.shape != (n_rows,):
+        raise ValueError(f"y must have shape ({n_rows},), got {y.shape}")
+    if np.any(~np.isfinite(y)) or np.any(y < 0):
+        raise ValueError("y must hold finite non-negative relevance labels")
+    return y
+
+
 def _check_inputs(y, scores, qid):
-    y = np.asarray(y)
-    scores = np.asarray(scores)
-    if np.iscomplexobj(scores) or not (np.issubdtype(scores.dtype, np.number) or scores.dtype.kind == "b"):
-        raise TypeError(f"scores must be real numbers, got dtype {scores.dtype}")
-    scores = scores.astype(np.float64)
-    if y.ndim != 1 or scores.ndim != 1:
-        raise ValueError(f"y and scores must be 1-D, got shapes {y.shape} and {scores.shape}")
-    if y.shape != scores.shape or y.shape != np.shape(qid):
-        raise ValueError(f"shape mismatch: y {y.shape}, scores {scores.shape}, qid {np.shape(qid)}")
-    y = check_relevance(y)
+    scores = _real_array(scores, "scores")
+    if scores.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
+    if scores.shape != np.shape(qid):
+        raise ValueError(f"shape mismatch: scores {scores.shape}, qid {np.shape(qid)}")
+    y = check_labels(y, scores.size)
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN")
     order, offsets, _ = query_groups(qid)

@@ -1,5 +1,8 @@
 """Brute-force references shared by the neighbourhood tests (written for clarity, not speed)."""
 
+import os
+import signal
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -95,3 +98,35 @@ def cosine_literal(M):
     C = M @ M.T
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.nan_to_num(C / np.outer(norm, norm))
+
+
+def assert_same_evaluation(a, b):
+    """Two :class:`~recsys_ltr.metrics.EvaluationResult` agree bit for bit (users, per-user values, means)."""
+    assert list(a) == list(b)
+    np.testing.assert_array_equal(a.users, b.users)
+    for name in a:
+        assert np.array_equal(a.per_user[name], b.per_user[name]), name
+        assert a[name] == b[name]
+
+
+class KillOnce:
+    """Score function whose first call kills its own process (a worker dying mid-task); the marker
+    file records that it happened."""
+
+    def __init__(self, model, marker):
+        self.model, self.marker = model, str(marker)
+
+    def __call__(self, users):
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.model.score(users)
+
+
+def synthetic_split(n_users, n_items, seed):
+    """A seeded synthetic feedback matrix and its first per-user holdout split: ``(X, train, val, test)``."""
+    from recsys_ltr import split
+    from recsys_ltr.datasets import make_synthetic
+
+    X = make_synthetic(n_users=n_users, n_items=n_items, factor_scale=3.0, seed=seed).matrix
+    return (X, *next(split.folds(X, n_folds=1, seed=0)))

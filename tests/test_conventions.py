@@ -123,3 +123,128 @@ def test_metric_learn_interface(X):
         np.testing.assert_allclose(est.get_metric()(Z[0], Z[5]), d[0])
         np.testing.assert_allclose(est.get_mahalanobis_matrix(), L.T @ L)
         np.testing.assert_allclose(est.transform(Z), Z @ L.T)
+
+
+# ----------------------------------------------------------------------------- query-document learners
+def _ltr_estimators():
+    from recsys_ltr.ltr import LGMML, RPCMTL, LambdaMART, ListMLE, ListNet, RankBlend
+
+    trees = dict(n_estimators=8, num_leaves=4, min_child_samples=3, random_state=0)
+    return [
+        LGMML(n_metrics=2, queries_per_metric=3, n_epochs=1, random_state=0),
+        ListMLE(n_epochs=2, random_state=0),
+        ListNet(n_epochs=2, random_state=0),
+        RPCMTL(n_clusters=2, n_epochs=2, random_state=0),
+        LambdaMART(**trees),
+        RankBlend([ListMLE(n_epochs=2, random_state=0), LambdaMART(**trees)], weights=[1.0, 3.0]),
+    ]
+
+
+LTR = _ltr_estimators()
+LTR_IDS = [type(e).__name__ for e in LTR]
+
+
+@pytest.fixture(scope="module")
+def ltr_data():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(96, 4))
+    z = X @ np.array([1.0, -0.5, 0.3, 0.0]) + 0.3 * rng.normal(size=96)
+    return X, np.digitize(z, np.quantile(z, [0.6, 0.85])), np.repeat(np.arange(12) * 3 + 1, 8)
+
+
+def _fit_ltr(est, data):
+    if "LambdaMART" in repr(est):
+        pytest.importorskip("lightgbm")
+    return clone(est).fit(*data)
+
+
+@pytest.mark.parametrize("est", LTR, ids=LTR_IDS)
+def test_ltr_interface_and_unfitted_use(est, ltr_data, tmp_path):
+    from sklearn.utils.estimator_checks import (
+        check_estimator_cloneable,
+        check_get_params_invariance,
+        check_no_attributes_set_in_init,
+        check_set_params,
+    )
+
+    assert list(inspect.signature(type(est).fit).parameters)[:4] == ["self", "X", "y", "qid"]
+    assert list(inspect.signature(type(est).predict).parameters)[:3] == ["self", "X", "qid"]
+    if type(est).__name__ != "RankBlend":  # a blend's members carry their own threads and seeds
+        assert {"num_threads", "random_state"} <= set(est.get_params())
+    if type(est).__name__ not in ("RankBlend", "LambdaMART"):  # LightGBM's fit has no bar
+        assert est.get_params()["show_progress"] is None
+    for check in (check_no_attributes_set_in_init, check_get_params_invariance, check_set_params):
+        check(type(est).__name__, est)
+    check_estimator_cloneable(type(est).__name__, est)
+    X, _, qid = ltr_data
+    for use in (lambda m: m.predict(X, qid), lambda m: m.save(tmp_path / "unfitted")):
+        with pytest.raises(NotFittedError):
+            use(clone(est))
+    fitted = clone(est)
+    if "LambdaMART" in repr(est):
+        pytest.importorskip("lightgbm")
+    assert fitted.fit(*ltr_data) is fitted and fitted.n_features_in_ == X.shape[1]
+    assert fitted.predict(X, qid).shape == (X.shape[0],)
+
+
+@pytest.mark.parametrize("est", LTR, ids=LTR_IDS)
+def test_ltr_set_params_after_fit_changes_nothing_and_files_round_trip(est, ltr_data, tmp_path):
+    X, _, qid = ltr_data
+    m = _fit_ltr(est, ltr_data)
+    before = m.predict(X, qid)
+    m.set_params(**({"k": 3} if "k" in m.get_params() else {"num_threads": 2}))
+    np.testing.assert_array_equal(m.predict(X, qid), before)
+    path = m.save(tmp_path / "m")
+    loaded = type(m).load(path)
+    np.testing.assert_array_equal(loaded.predict(X, qid), before)
+    assert repr(loaded) == repr(clone(est))  # the fitted parameters, not the ones set afterwards
+    assert loaded.n_features_in_ == X.shape[1]
+
+
+def _edit(path, out, header=None, **arrays):
+    """Copy the model file ``path`` to ``out`` with header fields and members replaced."""
+    import json
+
+    with np.load(path) as f:
+        data = {name: f[name] for name in f.files}
+    head = json.loads(str(data["header"]))
+    head.update(header or {})
+    data.update(header=np.array(json.dumps(head)), **arrays)
+    np.savez(out, **data)
+    return out
+
+
+@pytest.mark.parametrize("est", LTR, ids=LTR_IDS)
+def test_ltr_hostile_files_are_value_errors(est, ltr_data, tmp_path):
+    """Every array of the file given the wrong shape, a NaN, an undeclared or missing member,
+    another class, bad parameters, a truncated file: a ValueError, never a crash or a model."""
+    import json
+
+    m = _fit_ltr(est, ltr_data)
+    good = m.save(tmp_path / "good")
+    X, _, qid = ltr_data
+    np.testing.assert_array_equal(type(m).load(_edit(good, tmp_path / "same.npz")).predict(X, qid), m.predict(X, qid))
+    with np.load(good) as f:
+        arrays = {name: f[name] for name in f.files if name != "header"}
+        params = json.loads(str(f["header"]))["params"]
+    hostile = {}
+    for name, a in arrays.items():
+        hostile[f"shape {name}"] = _edit(good, tmp_path / f"shape_{name}.npz", **{name: np.zeros(a.shape + (2,))})
+        if a.dtype.kind == "f" and a.size:
+            hostile[f"nan {name}"] = _edit(good, tmp_path / f"nan_{name}.npz", **{name: np.full(a.shape, np.nan)})
+    hostile["undeclared"] = _edit(good, tmp_path / "extra.npz", extra_=np.zeros(3))
+    name = next(iter(arrays))
+    with np.load(good) as f:
+        np.savez(tmp_path / "missing.npz", **{k: f[k] for k in f.files if k != name})
+    hostile["missing"] = tmp_path / "missing.npz"
+    hostile["class"] = _edit(good, tmp_path / "class.npz", header={"class": "GMML"})
+    first = next(k for k in params if k not in ("estimators", "weights", "random_state", "show_progress"))
+    hostile["params"] = _edit(good, tmp_path / "params.npz", header={"params": {**params, first: "bogus"}})
+    hostile["unknown param"] = _edit(good, tmp_path / "unknown.npz", header={"params": {**params, "bogus": 1}})
+    raw = open(good, "rb").read()
+    (tmp_path / "truncated.npz").write_bytes(raw[: len(raw) // 2])
+    hostile["truncated"] = tmp_path / "truncated.npz"
+    for what, path in hostile.items():
+        with pytest.raises(ValueError):
+            type(m).load(path)
+            pytest.fail(f"{what} was loaded")

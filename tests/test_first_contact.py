@@ -117,7 +117,7 @@ def feedback():
 
 
 def _learners(feedback):
-    from recsys_ltr.ltr import LGMML
+    from recsys_ltr.ltr import LGMML, RPCMTL, ListMLE, ListNet
     from recsys_ltr.metric_learning import FRML, GMML
     from recsys_ltr.models import ALS, BPR, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
     from recsys_ltr.neighbors import ContentAffinity
@@ -139,6 +139,9 @@ def _learners(feedback):
         ("FRML", lambda p: FRML(n_components=2, max_iter=20, random_state=0, show_progress=p).fit(X, y)),
         ("GMML", lambda p: GMML(random_state=0, show_progress=p).fit(X, y)),
         ("L-GMML", lambda p: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=2, show_progress=p).fit(X, grades, qid)),
+        ("ListMLE", lambda p: ListMLE(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
+        ("ListNet", lambda p: ListNet(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
+        ("RPCMTL", lambda p: RPCMTL(n_clusters=2, n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
         ("content affinity", lambda p: ContentAffinity(k=5, show_progress=p).fit(dense)),
     ]
 

@@ -94,6 +94,12 @@ def test_metric_bad_inputs():
         ndcg_at_k(y, s, np.array([0.5, 0.5]))
     with pytest.raises(ValueError, match="empty"):
         ndcg_at_k(y[:0], s[:0], q[:0])
+    for bad in (s + 1j, np.array(["0.1", "0.2"]), np.array([0.1, None])):  # never cast silently
+        with pytest.raises(TypeError, match="scores must be real numbers"):
+            ndcg_at_k(y, bad, q)
+    for bad in (y + 0j, np.array(["1", "0"])):
+        with pytest.raises(TypeError, match="y must be real numbers"):
+            average_precision(bad, s, q)
 
 
 # ----------------------------------------------------------------------------- loader, synthetic files

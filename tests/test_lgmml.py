@@ -150,7 +150,8 @@ def test_candidate_anchors_permutation_invariant_and_query_local():
     est = LGMML(n_metrics=3, queries_per_metric=4, test_anchors="candidates", n_epochs=2, random_state=0)
     est.fit(X, y, qid)
     s = est.predict(X, qid)
-    perm = np.random.default_rng(0).permutation(len(y))
+    rng = np.random.default_rng(0)  # shuffle the queries and the rows inside each query
+    perm = np.concatenate([rng.permutation(np.flatnonzero(qid == q)) for q in rng.permutation(np.unique(qid))])
     np.testing.assert_allclose(est.predict(X[perm], qid[perm]), s[perm])
     # one query's score does not depend on the other queries in the batch
     mask = qid == qid[0]

@@ -11,6 +11,12 @@ Two registered sets (see each folder's README in the data directory):
   It has one fold and the splits ``train`` and ``test`` only.
 
 Files are located and checksummed by :mod:`recsys_ltr.datasets._registry`.
+
+Orderings.  The listwise learners of :mod:`recsys_ltr.ltr` (ListMLE, RPC-MTL) learn from orderings;
+they derive them from these graded labels (decreasing label, equal labels in random order).  Wu et
+al. (TKDE 2016) trained RPC-MTL on LETOR 4.0's MQ2008-list (full permutations of each query's
+documents, the listwise setting), which is not available offline: results on the graded MQ2008
+are not directly comparable with that paper's figures.
 """
 
 from __future__ import annotations

@@ -10,9 +10,14 @@ one PNG per metric; ``<out>`` defaults to ``runs/<data set>``) and caches every 
 (method, fold) unit, and every finished setting of an unfinished one, under ``<out>/cache/`` (or
 ``--cache-dir``), so that an interrupted run resumes where it stopped.
 
+Scaling out: ``--executor ray`` runs every unit as a Ray task (one CPU, one numba thread), on a new
+local Ray instance or, with ``--ray-address auto`` (or ``ray://head:10001``), on an existing
+cluster; the cache is written by this process as units finish, so a run interrupted by a lost
+worker (Ray retries the unit) or a restart resumes where it stopped.
+
 Reproducibility: splits, tuning and every deterministic model give the same numbers for a seed
-whatever ``--jobs``; Hogwild-trained models (FEBR, BPR, LightFM) are bit-for-bit reproducible only
-on one thread per job (e.g. ``--jobs`` equal to the number of cores).
+whatever the executor and ``--jobs``; Hogwild-trained models (FEBR, BPR, LightFM) are bit-for-bit
+reproducible only on one thread per job (e.g. ``--jobs`` equal to the number of cores).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import time
 from recsys_ltr import datasets
 from recsys_ltr.eval.methods import METHODS
 from recsys_ltr.eval.report import error_caption, format_table, paired_tests, summarize, write_outputs
-from recsys_ltr.eval.runner import PROTOCOLS, run_experiment, table_metrics, threads_per_job
+from recsys_ltr.eval.runner import PROTOCOLS, check_unit_executor, run_experiment, table_metrics, unit_executor
+from recsys_ltr.executors import EXECUTORS, RayExecutor
 
 DEFAULT_REAL = "movielens-100k"
 DEFAULT_MODELS = "all"
@@ -178,10 +184,23 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"output directory: <out>/<protocol>/ tables, CSV, JSON and charts, <out>/cache/ (default: {RUNS_DIR}/<data set>)",
     )
     p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where the (method, fold) units run: in this process (serial, the default), in local worker "
+        "processes, or as Ray tasks (one CPU and one numba thread each)",
+    )
+    p.add_argument(
         "--jobs",
         type=_at_least(1),
-        default=1,
-        help="(method, fold) units run in parallel processes, each on max(1, cores // jobs) threads (default: 1)",
+        metavar="N",
+        help="local worker processes (--executor processes; default: one per core), each on "
+        "max(1, cores // N) threads; --jobs N > 1 alone means --executor processes",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --executor ray: the cluster to join (auto, host:6379 or ray://host:10001); "
+        "default: $RAY_ADDRESS, else a new local Ray instance with this machine's cores",
     )
     p.add_argument("--cache-dir", metavar="DIR", help="result cache (default: <out>/cache)")
     p.add_argument("--no-cache", action="store_true", help="recompute every unit (finished ones are re-cached)")
@@ -230,6 +249,22 @@ def check_arguments(parser, args, data, protocols) -> None:
         parser.error(f"--exclude-top {args.exclude_top} leaves no item to hold out ({data.n_items} items)")
 
 
+def make_executor(parser, args):
+    """The executor of ``--executor``/``--jobs``/``--ray-address`` (usage errors before any work)."""
+    if args.ray_address is not None and args.executor != "ray":
+        parser.error("--ray-address needs --executor ray")
+    try:
+        executor, jobs = check_unit_executor(args.executor, args.jobs)
+    except ValueError:
+        parser.error(f"--jobs {args.jobs} sets the number of local worker processes: it needs --executor processes")
+    if executor == "ray":
+        try:
+            return RayExecutor(args.ray_address)
+        except ImportError as exc:
+            parser.error(str(exc))
+    return unit_executor(executor, jobs)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -247,11 +282,13 @@ def main(argv=None) -> int:
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
     args.out = args.out or os.path.join(RUNS_DIR, name)
     check_arguments(parser, args, data, protocols)
+    executor = make_executor(parser, args)
     cache_dir = args.cache_dir or os.path.join(args.out, "cache")
     print(
         f"{name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions; "
-        f"{len(methods)} method(s), {args.folds} fold(s), {args.budget} budget, {args.jobs} job(s) x "
-        f"{threads_per_job(args.jobs)} thread(s); results go to {os.path.join(args.out, '')} (cache: {cache_dir})",
+        f"{len(methods)} method(s), {args.folds} fold(s), {args.budget} budget; {executor.name} executor: "
+        f"{executor.parallelism} unit(s) at once x {executor.threads} thread(s); "
+        f"results go to {os.path.join(args.out, '')} (cache: {cache_dir})",
         file=sys.stderr,
     )
     metrics = table_metrics(args.k)
@@ -267,7 +304,7 @@ def main(argv=None) -> int:
             seed=args.seed,
             budget=args.budget,
             k=args.k,
-            jobs=args.jobs,
+            executor=executor,
             dataset=name,
             cache_dir=cache_dir,
             read_cache=not args.no_cache,
@@ -289,7 +326,8 @@ def main(argv=None) -> int:
             "seed": args.seed,
             "k": args.k,
             "methods": methods,
-            "jobs": args.jobs,
+            "executor": executor.name,
+            "jobs": executor.parallelism,
             "computed_units": len(experiment.computed),
             "seconds": time.perf_counter() - t0,
             "command": command,

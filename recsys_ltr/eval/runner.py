@@ -6,21 +6,20 @@ tuned on validation ADG in two levels (:func:`tune`), then its chosen setting is
 with the validation positives excluded from the candidates.  The novelty protocol draws validation
 and test items only outside the ``exclude_top`` most popular items.
 
-One (method, fold) pair is a *unit*: units run in-process or in ``jobs`` worker processes, and each
-finished unit is cached as one JSON file (test metrics, per-user values, tuning trace) keyed by
-everything that determines it.  While a unit is tuned, every finished setting is logged next to it
-(:class:`TrialLog`), so an interrupted run resumes at the next setting, not at the unit's start.
+One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
+processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
+file (test metrics, per-user values, tuning trace) keyed by everything that determines it.  While
+a unit is tuned, every finished setting is logged next to it (:class:`TrialLog`), so an
+interrupted run resumes at the next setting, not at the unit's start.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import cache, partial
 from pathlib import Path
@@ -33,6 +32,7 @@ from recsys_ltr._io import atomic_write
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
+from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
 from recsys_ltr.metrics import evaluate
 
 PROTOCOLS = ("standard", "novelty")
@@ -409,29 +409,34 @@ def _write_json(path: Path, payload) -> None:
 
 
 # ------------------------------------------------------------------------------ experiment
-def _init_worker(num_threads):
-    import numba
-    from threadpoolctl import threadpool_limits
+class _UnitRunner:
+    """The :func:`unit_executor` ``(executor, jobs)`` of a run, created when the first units are
+    to run (no Ray session when every unit is cached) and closed on exit unless it was passed in."""
 
-    numba.set_num_threads(num_threads)
-    threadpool_limits(num_threads)  # BLAS (EASE, ALS) as well
+    def __init__(self, executor, jobs):
+        self.executor, self.jobs, self.runner = executor, jobs, None
+
+    def run(self, units, arguments):
+        """Yield ``(unit, outcome)`` as the ``units`` finish, one task per unit; ``arguments`` (a
+        :class:`_UnitArguments`: the splits) are shipped once, set to the executor's threads per task."""
+        if not units:
+            return
+        if self.runner is None:
+            self.runner = unit_executor(self.executor, self.jobs)
+        arguments.num_threads = self.runner.threads
+        for position, outcome in self.runner.map(_run_unit_task, units, arguments):
+            yield units[position], outcome
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.runner is not None and self.runner is not self.executor:
+            self.runner.close()
 
 
-def _execute(units, jobs, arguments):
-    """Yield ``(unit, outcome)`` as units finish: in-process for one job, else in worker processes
-    (spawned: forking after numba started its threads is unsafe)."""
-    if jobs == 1:
-        for unit in units:
-            yield unit, run_unit(*arguments.args(*unit), **arguments.kwargs(*unit))
-        return
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(arguments.num_threads,))
-    try:
-        futures = {pool.submit(run_unit, *arguments.args(*unit), **arguments.kwargs(*unit)): unit for unit in units}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-    finally:  # on an error or interrupt, drop the queued units instead of running them
-        pool.shutdown(wait=True, cancel_futures=True)
+def _run_unit_task(arguments, unit):
+    return run_unit(*arguments.args(*unit), **arguments.kwargs(*unit))
 
 
 class _UnitArguments:
@@ -456,11 +461,27 @@ class _UnitArguments:
         }
 
 
-def threads_per_job(jobs: int) -> int:
-    """numba threads of each job: ``max(1, cores // jobs)`` (cores: what numba may use)."""
-    import numba
+def check_unit_executor(executor=None, jobs=None):
+    """Checked ``(executor, jobs)`` of the units, nothing started: ``executor`` is an
+    :class:`~recsys_ltr.executors.Executor` or one of :data:`~recsys_ltr.executors.EXECUTORS`;
+    ``jobs`` is the number of worker processes of ``"processes"`` (default: one per core).  Without
+    an executor, ``jobs > 1`` means ``"processes"``."""
+    if jobs is not None:
+        jobs = check_positive_int(jobs, "jobs")
+    if executor is None and jobs is not None and jobs > 1:
+        executor = "processes"
+    executor = check_executor(executor)
+    if executor != "processes" and jobs is not None and jobs > 1:
+        raise ValueError(
+            f"jobs={jobs} is the number of local worker processes: it applies to executor='processes' only"
+        )
+    return executor, jobs
 
-    return max(1, numba.config.NUMBA_NUM_THREADS // jobs)
+
+def unit_executor(executor=None, jobs=None):
+    """The executor of the units (arguments as in :func:`check_unit_executor`)."""
+    executor, jobs = check_unit_executor(executor, jobs)
+    return ProcessExecutor(jobs) if executor == "processes" else get_executor(executor)
 
 
 def run_experiment(
@@ -475,24 +496,29 @@ def run_experiment(
     seed=0,
     budget="quick",
     k=10,
-    jobs=1,
+    jobs=None,
     cache_dir=None,
     read_cache=True,
     dataset="data",
     show_progress=None,
+    executor=None,
 ) -> Experiment:
-    """Run every method on ``folds`` seeded splits of ``X`` (units in parallel with ``jobs > 1``).
+    """Run every method on ``folds`` seeded splits of ``X``, one task per (method, fold) unit.
 
-    With ``cache_dir``, finished units are read from (unless ``read_cache`` is false: recompute
-    all) and written to the cache (:class:`UnitCache`), and unfinished units resume from their
-    :class:`TrialLog`.  ``dataset`` names the data in cache keys (with a fingerprint of ``X``).
-    ``show_progress``: a bar over the units (``None``: on when standard error is a terminal).
+    The units run on ``executor`` (``unit_executor``: in this process by default, in ``jobs``
+    local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
+    finished units are read from (unless ``read_cache`` is false: recompute all) and written to
+    the cache (:class:`UnitCache`) by this process as they finish, and unfinished units resume
+    from their :class:`TrialLog` (written by the worker running the unit: on a multi-node
+    cluster, put ``cache_dir`` on a file system every node shares for that).  ``dataset`` names
+    the data in cache keys (with a fingerprint of ``X``).  ``show_progress``: a bar over the
+    units (``None``: on when standard error is a terminal).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     methods = with_bases(methods)
     folds = check_positive_int(folds, "folds")
-    jobs = check_positive_int(jobs, "jobs")
+    executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
     splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
@@ -515,31 +541,31 @@ def run_experiment(
     units = [(name, fold) for fold in range(folds) for name in methods]
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
     bar = tqdm(total=len(units), desc=f"{dataset} {protocol}", unit="run", disable=not progress_enabled(show_progress))
-    arguments = _UnitArguments(splits, budget, k, seed, threads_per_job(jobs), cache, read_cache, contexts)
+    arguments = _UnitArguments(splits, budget, k, seed, None, cache, read_cache, contexts)
     outcomes, computed, reported = {}, [], set()
-    for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
-        wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
-        for name, fold in wave if stacking else ():
-            done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
-            contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top)
-            if contexts[(name, fold)] is None:
-                outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
-        if cache and read_cache:
-            outcomes.update({u: cache.load(*u, evaluated[u[1]]) for u in wave if u not in outcomes})
-        todo = [unit for unit in wave if outcomes.get(unit) is None]
-        bar.update(len(wave) - len(todo))
-        for unit, outcome in _execute(todo, jobs, arguments):
-            outcomes[unit] = outcome
-            if isinstance(outcome, Skipped):
-                if outcome.method not in reported:
-                    reported.add(outcome.method)
-                    tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
-            elif cache:
-                cache.store(outcome)
-            bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
-            bar.update()
-        computed += todo
-    bar.close()
+    with bar, _UnitRunner(executor, jobs) as runner:
+        for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
+            wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
+            for name, fold in wave if stacking else ():
+                done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
+                contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top)
+                if contexts[(name, fold)] is None:
+                    outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
+            if cache and read_cache:
+                outcomes.update({u: cache.load(*u, evaluated[u[1]]) for u in wave if u not in outcomes})
+            todo = [unit for unit in wave if outcomes.get(unit) is None]
+            bar.update(len(wave) - len(todo))
+            for unit, outcome in runner.run(todo, arguments):
+                outcomes[unit] = outcome
+                if isinstance(outcome, Skipped):
+                    if outcome.method not in reported:
+                        reported.add(outcome.method)
+                        tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
+                elif cache:
+                    cache.store(outcome)
+                bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
+                bar.update()
+            computed += todo
     ordered = [outcomes[unit] for unit in units]
     return Experiment(
         results=[o for o in ordered if isinstance(o, FoldResult)],

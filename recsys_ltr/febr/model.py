@@ -42,6 +42,7 @@ from .._io import _REGISTRY
 from .._progress import progress
 from .._validation import (
     check_feedback,
+    check_ids,
     check_num_threads,
     check_positive_int,
     check_real,
@@ -624,12 +625,45 @@ class FEBR(Recommender):
         for name, value in zip(_TREE_STATE, trees if trees is not None else (None,) * len(_TREE_STATE)):
             setattr(self, name, value)
 
+    def _base_scores(self, rows, ids, recalculate):
+        """``(B, n_bases, n_items)`` scores of the bases for the users ``ids`` (``rows``: their interactions)."""
+        return np.stack(
+            [np.asarray(b._score_rows(rows, ids, recalculate), dtype=np.float64) for b in self.bases_], axis=1
+        )
+
     def _stacked_scores(self, rows, ids, recalculate):
         """Scores of every item for the users ``ids`` (``rows``: their interactions): the head of
         every user (each base's ``candidates`` best) in the scorer's order above the other items in
         the order of the tail base (module docstring)."""
-        S = np.stack([np.asarray(b._score_rows(rows, ids, recalculate), dtype=np.float64) for b in self.bases_], axis=1)
+        S = self._base_scores(rows, ids, recalculate)
         return self._compose(S, rows, self._head(S, rows))
+
+    def head_features(self, user_ids):
+        """Stacked features of the heads of training users: the pairs the scorer ranks.
+
+        Every base scores every item of each user; the head is the union of each base's
+        ``candidates`` best unseen items.  Pass bounded batches (``n_bases`` dense rows of scores
+        per user), e.g. through :func:`recsys_ltr.executors.febr_features`.
+
+        Returns
+        -------
+        indptr : ndarray (len(user_ids) + 1,)
+            User ``user_ids[b]``'s head entries are ``indptr[b]:indptr[b + 1]``.
+        items : ndarray
+            The head items, per user in increasing order.
+        phi : ndarray (len(items), n_features)
+            Their features (columns named by ``feature_names_``) as the scorer receives them,
+            before its standardisation by ``feature_mean_`` and ``feature_scale_``.
+        """
+        self._check_fitted()
+        if not self._stacked:
+            raise ValueError("head_features gives stacked features; the dissertation's are transform's")
+        ids = check_ids(user_ids, self.n_users_, "user_ids")
+        rows = self.user_items_[ids]
+        r, items, phi = self._head(self._base_scores(rows, ids, False), rows)
+        indptr = np.zeros(ids.size + 1, np.int64)
+        np.cumsum(np.bincount(r, minlength=ids.size), out=indptr[1:])
+        return indptr, items, phi
 
     def _head(self, S, rows):
         """The head of a block: ``(user row, item, features)`` of every head entry."""

@@ -33,7 +33,7 @@ query-independent setting requires.  ``phi_mode="per_query"`` follows Algorithm 
 scores unseen queries with the mean of the learned Φ_q.  Independently, ``test_anchors="train"``
 scores with the training anchors, while ``test_anchors="candidates"`` moves each anchor, per
 query, to the query's own candidate document nearest to it under ``M_r`` (the ideal document is
-then built from the query's own candidates).  ``benchmarks/bench_lgmml.py`` compares the options.
+then built from the query's own candidates).  ``benchmarks/bench_ltr.py`` compares the options.
 
 Features are divided by their 2-norm over the training rows (``feature_scaling="l2"``, su2017
 sec. 4.5), which also keeps ``d_r`` in the increasing part of ``u exp(-u)``.
@@ -44,24 +44,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from .._io import Persistable
 from .._progress import progress_enabled
-from .._validation import (
-    check_num_threads,
-    check_positive_int,
-    check_random_state,
-    check_real,
-    check_relevance,
-    numba_threads,
-)
+from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
 from ..metric_learning._base import check_dense
 from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
-from ..query_metrics import _ndcg_one, query_groups
+from ..query_metrics import _ndcg_one
 from ..warp import WarpSampler, WarpStats
+from ._base import QueryRanker
 
 __all__ = ["LGMML"]
 
@@ -155,7 +148,7 @@ def _anchor_ndcg(Z, labels, offsets, cand, k):
 
 
 # ----------------------------------------------------------------------------- estimator
-class LGMML(Persistable, BaseEstimator):
+class LGMML(Persistable, QueryRanker):
     """Learning to rank with localized geometric mean metrics (su2017, Algorithm 2).
 
     Parameters
@@ -279,19 +272,6 @@ class LGMML(Persistable, BaseEstimator):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
-    @staticmethod
-    def _check_data(X, qid, y=None):
-        X = check_dense(X, "X")
-        qid = np.asarray(qid)
-        if qid.shape != (X.shape[0],):
-            raise ValueError(f"qid must have shape ({X.shape[0]},), got {qid.shape}")
-        if y is None:
-            return X, qid
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        return X, qid, check_relevance(y)
-
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, qid):
         """Learn the local metrics, anchors and Φ from query-document rows.
@@ -300,7 +280,7 @@ class LGMML(Persistable, BaseEstimator):
         (n,) query ids.  Queries lacking a relevant or an irrelevant document are not used.
         """
         self._check_params()
-        X, qid, y = self._check_data(X, qid, y)
+        X, y, offsets = self._start_fit(X, y, qid)
         rng = check_random_state(self.random_state)
         threads = check_num_threads(self.num_threads)
         if self.feature_scaling == "l2":
@@ -309,20 +289,18 @@ class LGMML(Persistable, BaseEstimator):
         else:
             self.scale_ = np.ones(X.shape[1])
         Xs = X / self.scale_
-        order, offsets, _ = query_groups(qid)
-        pos_count = np.add.reduceat((y[order] > 0).astype(np.int64), offsets[:-1])
+        pos_count = np.add.reduceat((y > 0).astype(np.int64), offsets[:-1])
         neg_count = np.diff(offsets) - pos_count
         usable = np.flatnonzero((pos_count > 0) & (neg_count > 0))
         if usable.size == 0:
             raise ValueError("no query has both a relevant (label > 0) and an irrelevant (label 0) document")
-        groups = [order[offsets[q] : offsets[q + 1]] for q in usable]
+        groups = [np.arange(offsets[q], offsets[q + 1]) for q in usable]
         steps = self.n_metrics + self.n_epochs
         with tqdm(total=steps, desc="L-GMML", unit="step", disable=not progress_enabled(self.show_progress)) as bar:
             bar.set_postfix_str("local metrics")
             self._fit_local_metrics(Xs, y, groups, rng, threads, bar)
             bar.set_postfix_str("Φ epochs")
             self.phi_ = self._fit_phi(_eq13_terms(self._distances(Xs)), y, groups, rng, threads, bar)
-        self.n_features_in_ = X.shape[1]
         return self
 
     def _fit_local_metrics(self, Xs, y, groups, rng, threads, bar):
@@ -373,17 +351,16 @@ class LGMML(Persistable, BaseEstimator):
         return phi
 
     # ------------------------------------------------------------------ scoring
-    def _distances(self, Xs, qid=None):
+    def _distances(self, Xs, offsets=None):
+        """``d_r`` of every row; with the query ``offsets`` (rows grouped), per-query candidate
+        anchors when ``test_anchors="candidates"``."""
         anchors_t = np.einsum("rab,rb->ra", self.transforms_, self.anchors_)
-        if qid is None or self.test_anchors == "train":
+        if offsets is None or self.test_anchors == "train":
             return _local_distances(Xs, self.transforms_, anchors_t)
-        order, offsets, _ = query_groups(qid)
+        order = np.arange(Xs.shape[0], dtype=np.int64)
         return _candidate_anchor_distances(Xs, order, offsets, self.transforms_, anchors_t)
 
     _state_attributes = ("metrics_", "transforms_", "anchors_", "phi_", "scale_")
-
-    def _check_fitted(self):
-        check_is_fitted(self, "phi_")
 
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
@@ -408,28 +385,22 @@ class LGMML(Persistable, BaseEstimator):
             raise ValueError(f"transforms_ must {relation} (distance={self.distance!r})")
         self.n_features_in_ = d
 
-    def _scaled(self, X):
-        self._check_fitted()
-        X = check_dense(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
-        return X / self.scale_
-
     def local_weights(self, X, rho: float = 2.0) -> np.ndarray:
         """Smooth RBF weights ``w_r(x) = exp(-ρ/2 d_r(x))`` (Eq. 11, ``ρ >= 0``) against the
         training anchors."""
         rho = check_real(rho, "rho", low=0.0)
-        Xs = self._scaled(X)
+        check_is_fitted(self)
+        X = check_dense(X, "X")
+        self._check_n_features(X)
         with numba_threads(self.num_threads):
-            return np.exp(-0.5 * rho * self._distances(Xs))
+            return np.exp(-0.5 * rho * self._distances(X / self.scale_))
 
     def predict(self, X, qid) -> np.ndarray:
-        """Eq. 13 score of each row (higher = more relevant); ``qid`` groups candidate sets."""
-        Xs = self._scaled(X)
-        _, qid = self._check_data(Xs, qid)
-        query_groups(qid)  # validates qid
+        """Eq. 13 score of each row (higher = more relevant); ``qid`` groups candidate sets (each
+        query's rows contiguous)."""
+        X, offsets = self._check_predict_data(X, qid)
         with numba_threads(self.num_threads):
-            dist = self._distances(Xs, qid)
+            dist = self._distances(X / self.scale_, offsets)
         return -_eq13_terms(dist) @ self.phi_.mean(axis=0)
 
 

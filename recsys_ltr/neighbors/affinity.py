@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from .._progress import progress_enabled
 from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
-from .knn import _self_knn, check_k, side_matrix, truncate_rows
+from .knn import _self_knn, check_block_size, check_k, side_matrix, truncate_rows
 from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
 from .slim import check_slim_params
 
@@ -165,37 +165,64 @@ def _has_duplicates(M) -> bool:
     return np.unique(keys).size != keys.size
 
 
-def cosine_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
+def cosine_affinity(
+    X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
+) -> Affinity:
     """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
-    a bar over blocks of rows (``None``: on in a terminal)."""
-    return _cosine_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
+    a bar over blocks of rows (``None``: on in a terminal).
+
+    With ``executor`` (:mod:`recsys_ltr.executors`), each task computes the neighbours of
+    ``block_size`` rows against the whole matrix (:func:`~recsys_ltr.neighbors.knn_query`); the
+    affinity is the same, bit for bit, on every executor.
+    """
+    X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
+    return _cosine_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
-def kunn_affinity(X, k_max, *, side="item", num_threads=0, show_progress=None) -> Affinity:
+def kunn_affinity(
+    X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
+) -> Affinity:
     """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
 
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
+    ``executor`` and ``block_size`` as in :func:`cosine_affinity`.
     """
-    return _kunn_affinity(check_feedback(X), k_max, side, num_threads, progress_enabled(show_progress))
+    X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
+    return _kunn_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
-def _cosine_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
+def _cosine_affinity(
+    X, k_max, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
+) -> Affinity:
     """:func:`cosine_affinity` of a canonical feedback matrix."""
-    return _neighbourhood_affinity(X, k_max, side, "cosine", None, num_threads, show_progress)
+    return _neighbourhood_affinity(X, k_max, side, "cosine", None, num_threads, show_progress, executor, block_size)
 
 
-def _kunn_affinity(X, k_max, side="item", num_threads=0, show_progress=False) -> Affinity:
+def _kunn_affinity(
+    X, k_max, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
+) -> Affinity:
     """:func:`kunn_affinity` of a canonical feedback matrix."""
-    return _neighbourhood_affinity(X, k_max, side, "kunn", kunn_weights, num_threads, show_progress)
+    return _neighbourhood_affinity(
+        X, k_max, side, "kunn", kunn_weights, num_threads, show_progress, executor, block_size
+    )
 
 
-def _neighbourhood_affinity(X, k_max, side, kind, weights_of, num_threads, show_progress) -> Affinity:
+def _neighbourhood_affinity(
+    X, k_max, side, kind, weights_of, num_threads, show_progress, executor, block_size
+) -> Affinity:
     M = side_matrix(X, side)
     k_max = check_k(k_max, M.shape[0], f"{side}s", "k_max")
     weights = None if weights_of is None else weights_of(M)
     S = _self_knn(
-        M, k_max, weights, num_threads=num_threads, show_progress=show_progress, desc=f"{kind} {side} affinity"
+        M,
+        k_max,
+        weights,
+        num_threads=num_threads,
+        show_progress=show_progress,
+        desc=f"{kind} {side} affinity",
+        executor=executor,
+        block_size=block_size,
     )
     return Affinity.trusted(S, k_max, kind, side)
 
@@ -254,7 +281,9 @@ def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thr
     return Affinity.trusted(sp.csr_matrix((values, knn.indices, knn.indptr), shape=(n, n)), k, "slim", "item")
 
 
-def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None) -> Affinity:
+def rp3beta_affinity(
+    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None, executor=None, block_size=None
+) -> Affinity:
     """RP3β item affinity ``A = W^T`` (``W``: ``k`` targets per source item, rows l1-normalised).
 
     ``k`` is RP3β's neighbourhood size (per source row of ``W``), not a truncation of ``A``: row
@@ -269,17 +298,21 @@ def rp3beta_affinity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=
         ``1 <= k < n_items``.
     alpha, beta : float >= 0
         See :func:`recsys_ltr.neighbors.rp3beta.rp3beta_similarity`.
-    num_threads, show_progress :
-        As in :func:`cosine_affinity`.
+    num_threads, show_progress, executor, block_size :
+        As in :func:`cosine_affinity` (the tasks share the similarity's rows, the source items).
     """
-    X = check_feedback(X)
+    X, block_size = check_feedback(X), check_block_size(block_size)
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_affinity(X, k, alpha, beta, num_threads, progress_enabled(show_progress))
+    show_progress = progress_enabled(show_progress)
+    return _rp3beta_affinity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 
-def _rp3beta_affinity(X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False) -> Affinity:
+def _rp3beta_affinity(
+    X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False, executor=None, block_size=None
+) -> Affinity:
     """:func:`rp3beta_affinity` of a canonical ``X`` and checked exponents."""
-    W = rp3beta_weights(_rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress))
+    S = _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
+    W = rp3beta_weights(S)
     return Affinity.trusted(_sort_rows_by_value(W.T.tocsr()), max(1, W.shape[0] - 1), "rp3beta", "item")
 
 

@@ -25,13 +25,15 @@ block), and is deterministic: results do not depend on the number of threads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from tqdm.auto import tqdm
 
 from .._progress import progress_enabled
-from .._topk import N_BUCKETS, select_best_positive, top_k_sparse
+from .._topk import BLOCK_FLOATS, N_BUCKETS, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
     check_compressed,
@@ -41,9 +43,11 @@ from .._validation import (
     check_sparse,
     numba_threads,
 )
+from ..executors import SerialExecutor, check_executor, executor_scope
 
 __all__ = [
     "KnnIndex",
+    "check_block_size",
     "check_k",
     "check_scale",
     "check_weights",
@@ -202,8 +206,11 @@ class KnnIndex:
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
 
-    def __reduce__(self):  # pickling (process pools, Ray's object store) rebuilds a checked index
-        return KnnIndex, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
+    def __reduce__(self):
+        # pickled as its arrays, rebuilt without a validation pass: the constructor would copy them,
+        # and a worker reading the index zero-copy from Ray's object store must not (a pickle is
+        # trusted anyway: unpickling can run any code)
+        return KnnIndex.trusted, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
 
 
 def _finite_vector(v, n, name, positive):
@@ -260,7 +267,17 @@ def check_scale(scale, M, name) -> np.ndarray:
 
 
 def knn_query(
-    index: KnnIndex, queries, k, query_ids=None, *, query_scale=None, num_threads=0, show_progress=None, desc="KNN"
+    index: KnnIndex,
+    queries,
+    k,
+    query_ids=None,
+    *,
+    query_scale=None,
+    num_threads=0,
+    show_progress=None,
+    desc="KNN",
+    executor=None,
+    block_size=None,
 ) -> sp.csr_matrix:
     """The ``k`` rows of an indexed matrix most similar to each query row.
 
@@ -282,9 +299,18 @@ def knn_query(
         Factor ``q_a`` of every query row, positive on non-empty rows (default ``1/||row||``:
         cosine); the similarity is ``q_a s_b sum_f Q_af M_bf w_f`` with ``s_b`` the index's scale.
     num_threads : int
-        numba threads, 0 = all.
+        numba threads, 0 = all (in a worker task: its share).
     show_progress : bool or None
         tqdm bar over blocks of rows (``None``: on when standard error is a terminal).
+    executor : Executor or {"serial", "processes", "ray"}, optional
+        Where blocks of query rows are searched (:mod:`recsys_ltr.executors`; default in this
+        process).  The index and the queries are shipped once; each task runs the kernel on a
+        range of query rows against the whole index and returns the neighbours of those rows
+        only.  The result is the same, bit for bit, on every executor.
+    block_size : int, optional
+        Query rows per task (default: the whole query in this process; on workers about four
+        tasks per worker).  A task holds the kernel's ``O(n)`` accumulator per thread and
+        ``block_size * k`` results.
 
     Returns
     -------
@@ -299,7 +325,14 @@ def knn_query(
         raise ValueError(f"queries have {Q.shape[1]} columns but the indexed rows have {index.n_features}")
     self_ids = _check_query_ids(query_ids, Q.shape[0], index.n_rows)
     query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
-    return _knn_query(index, Q, k, self_ids, num_threads, progress_enabled(show_progress), desc, query_scale)
+    block_size = check_block_size(block_size)
+    show_progress = progress_enabled(show_progress)
+    return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale, executor, block_size)
+
+
+def check_block_size(block_size) -> int | None:
+    """``None`` (automatic) or a positive number of rows per task."""
+    return None if block_size is None else check_positive_int(block_size, "block_size")
 
 
 def _check_query_ids(query_ids, nq, n) -> np.ndarray:
@@ -316,34 +349,94 @@ def _check_query_ids(query_ids, nq, n) -> np.ndarray:
     return ids.astype(np.int64)
 
 
-def _knn_query(index, Q, k, self_ids, num_threads=0, show_progress=False, desc="KNN", query_scale=None):
-    """:func:`knn_query` of canonical binary query rows ``Q``, int64 ``self_ids`` (-1: none) and a
-    checked ``query_scale`` (``None``: ``1/||row||``)."""
-    nq, n = Q.shape[0], index.n_rows
-    out_ids = np.zeros((nq, k), np.int32)
-    out_sims = np.zeros((nq, k))
+def _knn_query(
+    index,
+    Q,
+    k,
+    self_ids,
+    num_threads=0,
+    show_progress=False,
+    desc="KNN",
+    query_scale=None,
+    executor=None,
+    block_size=None,
+):
+    """:func:`knn_query` of canonical binary query rows ``Q``, int64 ``self_ids`` (-1: none), a
+    checked ``query_scale`` (``None``: ``1/||row||``), an ``executor`` argument and ``block_size``
+    (``None`` or a positive int)."""
+    nq = Q.shape[0]
+    check_executor(executor)
+    query_scale = _inverse_norms(Q) if query_scale is None else query_scale
+    with executor_scope(executor) as ex, tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
+        if block_size is None:
+            block_size = _default_block(nq, k, ex, show_progress)
+        starts = range(0, nq, block_size)
+        # a task carries its query rows; the index is shipped once
+        blocks = (
+            (Q[s : s + block_size], self_ids[s : s + block_size], query_scale[s : s + block_size]) for s in starts
+        )
+        pieces = [None] * len(starts)
+        for position, piece in ex.map(_knn_rows, blocks, _KnnInputs(index, k, num_threads)):
+            pieces[position] = piece
+            bar.update(piece.shape[0])
+    return _stack_rows(pieces, index.n_rows)
+
+
+def _default_block(nq, k, executor, show_progress) -> int:
+    """Query rows per task: in this process one block (32 with a progress bar); on workers about
+    four tasks per worker, each returning at most :data:`~recsys_ltr._topk.BLOCK_FLOATS` values."""
+    if isinstance(executor, SerialExecutor):
+        return max(1, -(-nq // (32 if show_progress else 1)))
+    return max(1, min(-(-nq // (4 * executor.parallelism)), BLOCK_FLOATS // k))
+
+
+@dataclass(frozen=True)
+class _KnnInputs:
+    """What every block of :func:`_knn_query` reads: shipped once to the workers."""
+
+    index: KnnIndex
+    k: int
+    num_threads: int
+
+
+def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
+    """``KNN`` of one block of query rows ``(Q, self_ids, query_scale)`` (one task), as CSR rows."""
+    Q, self_ids, query_scale = block
+    index, nq = inputs.index, Q.shape[0]
+    out_ids = np.zeros((nq, inputs.k), np.int32)
+    out_sims = np.zeros((nq, inputs.k))
     out_count = np.zeros(nq, np.int64)
-    threads = check_num_threads(num_threads)
-    n_blocks = 32 if show_progress else 1
-    block = max(1, -(-nq // n_blocks))
-    args = (
-        Q.indptr,
-        Q.indices,
-        _inverse_norms(Q) if query_scale is None else query_scale,
-        self_ids,
-        index.indptr,
-        index.indices,
-        index.scale,
-        index.weights,
-        n,
-    )
-    with numba_threads(num_threads), tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
-        for start in range(0, nq, block):
-            stop = min(nq, start + block)
-            n_chunks = min(stop - start, 16 * threads)
-            _knn_kernel(start, stop, n_chunks, *args, out_ids, out_sims, out_count)
-            bar.update(stop - start)
-    return _dense_rows_to_csr(out_ids, out_sims, out_count, n)
+    n_chunks = min(nq, 16 * check_num_threads(inputs.num_threads))
+    with numba_threads(inputs.num_threads):
+        _knn_kernel(
+            0,
+            nq,
+            n_chunks,
+            Q.indptr,
+            Q.indices,
+            query_scale,
+            self_ids,
+            index.indptr,
+            index.indices,
+            index.scale,
+            index.weights,
+            index.n_rows,
+            out_ids,
+            out_sims,
+            out_count,
+        )
+    return _dense_rows_to_csr(out_ids, out_sims, out_count, index.n_rows)
+
+
+def _stack_rows(pieces, n_cols) -> sp.csr_matrix:
+    """The CSR blocks of consecutive rows stacked, in canonical int32 form."""
+    if len(pieces) == 1:
+        return pieces[0]
+    indptr = np.zeros(sum(p.shape[0] for p in pieces) + 1, INDEX_DTYPE)
+    np.cumsum(np.concatenate([np.diff(p.indptr) for p in pieces]), out=indptr[1:])
+    indices = np.concatenate([p.indices for p in pieces]).astype(INDEX_DTYPE, copy=False)
+    data = np.concatenate([p.data for p in pieces])
+    return sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, n_cols))
 
 
 def weighted_cosine_knn(
@@ -388,11 +481,13 @@ def weighted_cosine_knn(
     return _knn_query(index, M, k, ids, num_threads, progress_enabled(show_progress), desc)
 
 
-def _self_knn(M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN") -> sp.csr_matrix:
+def _self_knn(
+    M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN", executor=None, block_size=None
+) -> sp.csr_matrix:
     """``KNN`` of every row of the canonical binary ``M`` among its rows (itself excluded)."""
     index = _knn_index(M, np.ones(M.shape[1]) if weights is None else weights)
     ids = np.arange(M.shape[0], dtype=np.int64)
-    return _knn_query(index, M, k, ids, num_threads, show_progress, desc)
+    return _knn_query(index, M, k, ids, num_threads, show_progress, desc, None, executor, block_size)
 
 
 def _inverse_norms(M):

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from .._progress import progress_enabled
 from .._validation import check_feedback, check_real
-from .knn import _knn_index, _knn_query, check_k, truncate_rows
+from .knn import _knn_index, _knn_query, check_block_size, check_k, truncate_rows
 
 __all__ = ["check_rp3beta_params", "rp3beta_similarity", "rp3beta_weights"]
 
@@ -52,7 +52,9 @@ def _powers(counts, exponent):
     return np.power(np.maximum(counts, 1).astype(np.float64), -exponent)
 
 
-def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None) -> sp.csr_matrix:
+def rp3beta_similarity(
+    X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progress=None, executor=None, block_size=None
+) -> sp.csr_matrix:
     """The ``k`` largest RP3β similarities ``S_ij`` of every source item ``i`` (module docstring).
 
     Parameters
@@ -67,6 +69,9 @@ def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progres
         numba threads (0 = all); the result does not depend on it.
     show_progress : bool or None
         Progress bar over blocks of items (``None``: on when standard error is a terminal).
+    executor, block_size :
+        Where blocks of source items are computed, and their size
+        (:func:`recsys_ltr.neighbors.knn_query`); the result does not depend on them.
 
     Returns
     -------
@@ -74,13 +79,16 @@ def rp3beta_similarity(X, k, alpha=1.0, beta=0.5, *, num_threads=0, show_progres
         Row ``i`` lists its at most ``k`` targets ``j != i`` with ``S_ij > 0``, largest first (ties:
         smaller id), values ``S_ij`` before normalisation.
     """
-    X = check_feedback(X)
+    X, block_size = check_feedback(X), check_block_size(block_size)
     k = check_k(k, X.shape[1], "items")
     alpha, beta = check_rp3beta_params(alpha, beta)
-    return _rp3beta_similarity(X, k, alpha, beta, num_threads, progress_enabled(show_progress))
+    show_progress = progress_enabled(show_progress)
+    return _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 
-def _rp3beta_similarity(X, k, alpha, beta, num_threads=0, show_progress=False) -> sp.csr_matrix:
+def _rp3beta_similarity(
+    X, k, alpha, beta, num_threads=0, show_progress=False, executor=None, block_size=None
+) -> sp.csr_matrix:
     """:func:`rp3beta_similarity` of a canonical ``X`` and checked parameters."""
     k = check_k(k, X.shape[1], "items")
     M = X.T.tocsr()  # items x users
@@ -95,7 +103,7 @@ def _rp3beta_similarity(X, k, alpha, beta, num_threads=0, show_progress=False) -
         )
     index = _knn_index(M, user_w, item_s)
     ids = np.arange(M.shape[0], dtype=np.int64)
-    return _knn_query(index, M, k, ids, num_threads, show_progress, "RP3β", query_scale=item_q)
+    return _knn_query(index, M, k, ids, num_threads, show_progress, "RP3β", item_q, executor, block_size)
 
 
 def rp3beta_weights(S, k=None) -> sp.csr_matrix:
