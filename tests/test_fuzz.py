@@ -633,3 +633,12 @@ def test_lambdamart_labels_beyond_lightgbm_gains_are_named():
     y[3] = 2**62  # was LightGBM's "Label should be non-negative (met -2147483648)" (an int32 cast)
     with pytest.raises(ValueError, match=r"integer relevance labels in \[0, 30\].*got labels up to 4.61169e\+18"):
         LambdaMART(n_estimators=2).fit(X, y, qid)
+
+
+def test_negative_affinities_are_a_documented_acceptance():
+    """An affinity's neighbourhood is its row order, not the sign: negative values are kept as given."""
+    from recsys_ltr.neighbors import Affinity
+
+    M = sp.csr_matrix(np.array([[0.0, -1.0, -2.0], [-0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    A = Affinity(M, 2)
+    np.testing.assert_array_equal(A.matrix.toarray(), M.toarray())
