@@ -562,7 +562,12 @@ class Entry:
     shape: tuple | None = None
     keep_order: bool = False
     kinds: str = "any"  # inputs accepted: "any" (sparse, ndarray, list), "array" (no list), "sparse", "dense"
-    sklearn: bool = False  # empty input gets the message scikit-learn's estimator checks prescribe (no name)
+    sklearn: bool = False  # SKLEARN_PRESCRIBED defects get the messages scikit-learn's estimator checks prescribe
+
+
+#: defects whose message scikit-learn's estimator checks prescribe ("Found array with 0 sample(s)",
+#: "Complex data not supported"): the argument is not named in them
+SKLEARN_PRESCRIBED = ("empty_dim", "complex")
 
 
 #: for each ``Entry.kinds``, the formats it refuses (with a TypeError naming what it takes)
@@ -868,7 +873,7 @@ def sparse_case_outcome(entry_name, case) -> Outcome:
         expect = Reject(r"sparse", entry.arg, (TypeError,))
     else:
         reference = entry.call if entry.kinds != "dense" else lambda C: entry.call(C.toarray())
-        name = "" if entry.sklearn and case["defect"] == "empty_dim" else entry.arg
+        name = "" if entry.sklearn and case["defect"] in SKLEARN_PRESCRIBED else entry.arg
         expect = expect_sparse(case, entry.role, name, reference, entry.keep_order)
     return judge(lambda: entry.call(hostile), expect)
 
