@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from test_febr import block_feedback
 
 from recsys_ltr.febr import FEBR
+from recsys_ltr.febr.model import _compose_kernel
 from recsys_ltr.febr.rerank import Trees, fit_lambdamart, predict_trees
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -105,6 +106,29 @@ def test_heads_match_brute_force(B, nb, n, n_top, seed):
         for p, i in enumerate(items[r, : counts[r]]):
             np.testing.assert_allclose(phi[r, p], expected[i][0], rtol=1e-12, atol=1e-12)
             assert label[r, p] == expected[i][1]
+
+
+@pytest.mark.kernels
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(1, 9), st.integers(0, 2**31 - 1))
+def test_compose_swaps_head_places_like_brute_force(B, nb, n, seed):
+    rng = np.random.default_rng(seed)
+    S = rng.integers(0, 4, size=(B, nb, n)).astype(np.float64)  # ties in places and keys
+    tail = int(rng.integers(nb))
+    head = [np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False)) for _ in range(B)]
+    items = np.concatenate(head).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum([h.size for h in head])]).astype(np.int64)
+    key = rng.integers(0, 3, items.size).astype(np.float64)
+    out = _compose_kernel(S, tail, offsets, items, key)
+    for r, its in enumerate(head):
+        expected = S[r, tail].copy()
+        places = expected[its]
+        by_place = sorted(range(its.size), key=lambda j: (-places[j], its[j]))
+        k = key[offsets[r] : offsets[r + 1]]
+        by_key = sorted(range(its.size), key=lambda j: (-k[j], -places[j], j))
+        for a, b in zip(by_key, by_place):
+            expected[its[a]] = places[b]
+        np.testing.assert_array_equal(out[r], expected)
 
 
 @settings(max_examples=25, deadline=None)

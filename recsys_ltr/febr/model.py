@@ -35,7 +35,7 @@ Features, two families:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from sklearn.base import clone
 
 from .._io import _REGISTRY
@@ -178,6 +178,31 @@ def _pool_update(state, u, pos, neg, weight, lr):
     for f in range(theta.shape[0]):
         theta[f] -= lr * (weight * (phi[q, f] - phi[p, f]) * inv[f] + 2.0 * lam * theta[f])
         total[f] += theta[f]
+
+
+@njit(cache=True, parallel=True)
+def _compose_kernel(S, tail, offsets, items, key):
+    """``S[:, tail, :]`` (float64) with each row's head (``items[offsets[r]:offsets[r + 1]]``)
+    re-ordered by ``key``: the head items take the head's places (their tail scores) in the order
+    of ``key`` (ties: better place, then head order); places are assigned best first (ties: lower
+    item id)."""
+    n_rows, n = S.shape[0], S.shape[2]
+    out = np.empty((n_rows, n))
+    for r in prange(n_rows):
+        for i in range(n):
+            out[r, i] = S[r, tail, i]
+        lo, hi = offsets[r], offsets[r + 1]
+        its = items[lo:hi]
+        neg_places = np.empty(hi - lo)
+        for j in range(hi - lo):
+            neg_places[j] = -out[r, its[j]]
+        by_place = np.argsort(its, kind="mergesort")
+        by_place = by_place[np.argsort(neg_places[by_place], kind="mergesort")]
+        by_key = np.argsort(neg_places, kind="mergesort")
+        by_key = by_key[np.argsort(-key[lo:hi][by_key], kind="mergesort")]
+        for j in range(hi - lo):
+            out[r, its[by_key[j]]] = -neg_places[by_place[j]]
+    return out
 
 
 class FEBR(Recommender):
@@ -684,12 +709,9 @@ class FEBR(Recommender):
             key = predict_trees(scorer, phi)
         else:
             key = (phi - self.feature_mean_) @ (scorer / self.feature_scale_)
-        scores = np.array(S[:, self.tail_base_, :], dtype=np.float64)
-        places = scores[r, items]
-        by_place = np.lexsort((items, -places, r))  # per user: places best first
-        by_key = np.lexsort((-places, -key, r))  # per user: head items by the scorer (ties: tail order)
-        scores[r[by_key], items[by_key]] = places[by_place]
-        return scores
+        offsets = np.zeros(S.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(r, minlength=S.shape[0]), out=offsets[1:])  # r is sorted: rows' heads are runs
+        return _compose_kernel(S, self.tail_base_, offsets, items, key.astype(np.float64))
 
     # ------------------------------------------------------------------ the dissertation's features
     def _fit_dissertation(self, X, validation, rng, bar):
