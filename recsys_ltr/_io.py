@@ -121,11 +121,15 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------- reading
-def read_estimator_file(path) -> tuple[dict, dict]:
+def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dict, dict]:
     """Read a file written by :func:`write_estimator_file`: ``(header, state)`` with the header
     checked (format, version, class, params, state specs) and ``state`` mapping each declared
     name to a dense array or a raw ``csr_matrix`` (structure checked, not yet canonicalised) with
-    the spec's extra fields under ``header["state"][name]``."""
+    the spec's extra fields under ``header["state"][name]``.
+
+    ``check_header(header)`` runs before any array is read and may raise ``ValueError`` (e.g. a
+    class that does not declare one of the state names): what the reader does not expect is never
+    read, however large."""
     path = npz_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(path)
@@ -137,6 +141,8 @@ def read_estimator_file(path) -> tuple[dict, dict]:
             if set(members) != expected:
                 extra, missing = sorted(set(members) - expected), sorted(expected - set(members))
                 raise ValueError(f"{path}: members {extra} are not declared by the header, {missing} are missing")
+            if check_header is not None:
+                check_header(header)
             arrays = {name[:-4]: _read_member(zf, members[name], path) for name in sorted(expected - {"header.npy"})}
     except ValueError as exc:
         raise ValueError(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
@@ -283,8 +289,21 @@ class Persistable:
     def load(cls, path):
         """Read an estimator written by :meth:`save` (any subclass of this class); a malformed,
         foreign or inconsistent file raises ``ValueError``."""
-        header, state = read_estimator_file(path)
         path = npz_path(path)
+        made = []
+        header, state = read_estimator_file(path, lambda header: made.append(cls._from_header(header, path)))
+        model = made[0]
+        try:
+            model._load_state(state, header["state"])
+            model._prepare()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: malformed fitted state: {exc}") from None
+        return model
+
+    @classmethod
+    def _from_header(cls, header, path):
+        """The unfitted estimator a file's header describes, its class, parameters and state names
+        checked before any array is read."""
         model_cls = _REGISTRY.get(header["class"])
         if model_cls is None or not issubclass(model_cls, cls):
             raise ValueError(f"{path} holds a {header['class']!r}, not a {cls.__name__}")
@@ -297,13 +316,10 @@ class Persistable:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: invalid parameters: {exc}") from None
         allowed = set(model._state_names())
-        if not set(state) <= allowed:
-            raise ValueError(f"{path}: fitted state holds {sorted(state)}, expected names among {sorted(allowed)}")
-        try:
-            model._load_state(state, header["state"])
-            model._prepare()
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: malformed fitted state: {exc}") from None
+        if not set(header["state"]) <= allowed:
+            raise ValueError(
+                f"{path}: fitted state holds {sorted(header['state'])}, expected names among {sorted(allowed)}"
+            )
         return model
 
     def _saved_params(self) -> dict:

@@ -24,7 +24,10 @@ import scipy.sparse as sp
 
 __all__ = [
     "INDEX_DTYPE",
+    "check_bool",
+    "check_compressed",
     "check_csr_structure",
+    "check_dense",
     "check_feedback",
     "check_ids",
     "check_num_threads",
@@ -42,6 +45,7 @@ __all__ = [
 #: Index dtype of every canonical CSR matrix (``indices`` and ``indptr``).
 INDEX_DTYPE = np.int32
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 # ----------------------------------------------------------------------------- sparse input
@@ -63,7 +67,10 @@ def check_sparse(X, name: str = "X", *, allow_empty: bool = False, nonnegative: 
         _check_dtype(X.dtype, name)
         out = _SPARSE_PARTS.get(X.format, _unsupported)(X, shape, name)
     elif isinstance(X, (np.ndarray, list, tuple)):
-        arr = np.asarray(X)
+        try:
+            arr = np.asarray(X)
+        except ValueError:  # numpy refuses nested sequences of unequal lengths
+            raise ValueError(f"{name} must be a 2-D matrix, got rows of different lengths") from None
         if arr.ndim != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got an array of shape {arr.shape}")
         _check_dtype(arr.dtype, name)
@@ -103,7 +110,11 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
 def _check_shape(shape, name) -> tuple[int, int]:
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {shape}")
+    if not all(isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)) for s in shape):
+        raise TypeError(f"{name} has shape {shape}: its dimensions must be integers")
     n_rows, n_cols = (int(s) for s in shape)
+    if n_rows < 0 or n_cols < 0:
+        raise ValueError(f"{name} has a negative dimension: shape {(n_rows, n_cols)}")
     if n_rows == 0 or n_cols == 0:
         raise ValueError(f"{name} has an empty dimension: shape {(n_rows, n_cols)}")
     if n_rows > _INT32_MAX or n_cols > _INT32_MAX:
@@ -139,8 +150,9 @@ def _check_range(idx: np.ndarray, n: int, what: str, name: str) -> None:
         raise ValueError(f"{name} is a malformed sparse matrix: {what} out of range [0, {n}): {bad}")
 
 
-def _check_compressed(indptr, indices, n_major, n_minor, name, what) -> int:
-    """Check a compressed (CSR/CSC/BSR) structure; returns the number of stored entries."""
+def check_compressed(indptr, indices, n_major, n_minor, name, what) -> int:
+    """Check the raw arrays of a compressed (CSR/CSC/BSR) structure of ``n_major`` rows whose
+    indices (``what``) lie in ``[0, n_minor)``; returns the number of stored entries."""
     indptr = _index_array(indptr, f"{name}.indptr")
     indices = _index_array(indices, f"{name}.indices")
     if indptr.size != n_major + 1:
@@ -173,7 +185,7 @@ def check_csr_structure(X, name: str) -> int:
     finite data) without converting or reordering it; returns its number of stored entries."""
     _check_dtype(X.dtype, name)
     shape = _check_shape(X.shape, name)
-    nnz = _check_compressed(X.indptr, X.indices, shape[0], shape[1], name, "column index")
+    nnz = check_compressed(X.indptr, X.indices, shape[0], shape[1], name, "column index")
     check_values(_data_array(X.data, nnz, name), name, nonnegative=False)
     return nnz
 
@@ -181,7 +193,7 @@ def check_csr_structure(X, name: str) -> int:
 def _compressed_parts(X, shape, name):
     csr = X.format == "csr"
     n_major, n_minor = shape if csr else shape[::-1]
-    nnz = _check_compressed(X.indptr, X.indices, n_major, n_minor, name, "column index" if csr else "row index")
+    nnz = check_compressed(X.indptr, X.indices, n_major, n_minor, name, "column index" if csr else "row index")
     data = _data_array(X.data, nnz, name)
     if csr:  # copies: sum_duplicates works in place
         out = sp.csr_matrix(
@@ -200,6 +212,10 @@ def _coo_parts(X, shape, name):
     rows, cols = (_index_array(c, f"{name} coordinates") for c in coords)
     if rows.size != cols.size:
         raise ValueError(f"{name} is a malformed sparse matrix: {rows.size} row and {cols.size} column indices")
+    if np.ndim(X.data) != 1 or np.shape(X.data)[0] != rows.size:  # COO has no nnz but its arrays' length
+        raise ValueError(
+            f"{name} is a malformed sparse matrix: {rows.size} coordinates but data has shape {np.shape(X.data)}"
+        )
     _check_range(rows, shape[0], "row index", name)
     _check_range(cols, shape[1], "column index", name)
     return _from_triplets(_data_array(X.data, rows.size, name), rows, cols, shape)
@@ -209,7 +225,7 @@ def _bsr_parts(X, shape, name):
     R, C = (int(b) for b in X.blocksize)
     if R < 1 or C < 1 or shape[0] % R or shape[1] % C:
         raise ValueError(f"{name} is a malformed BSR matrix: blocksize {(R, C)} does not divide shape {shape}")
-    nnzb = _check_compressed(X.indptr, X.indices, shape[0] // R, shape[1] // C, name, "block column index")
+    nnzb = check_compressed(X.indptr, X.indices, shape[0] // R, shape[1] // C, name, "block column index")
     data = np.asarray(X.data)
     if data.ndim != 3 or data.shape[0] < nnzb or data.shape[1:] != (R, C):
         raise ValueError(f"{name} is a malformed BSR matrix: data has shape {data.shape} for {nnzb} blocks {(R, C)}")
@@ -243,19 +259,35 @@ def _lil_parts(X, shape, name):
         raise ValueError(f"{name} is a malformed LIL matrix: row and data lists differ in length")
     cols = np.asarray([c for r in rows_lists for c in r]) if counts.sum() else np.zeros(0, np.int64)
     _check_range(_index_array(cols, f"{name}.rows"), shape[1], "column index", name)
-    values = np.asarray([v for d in data_lists for v in d], dtype=np.float64)
+    values = _stored_values([v for d in data_lists for v in d], name)
     return _from_triplets(values, np.repeat(np.arange(shape[0]), counts), cols, shape)
 
 
+def _stored_values(values: list, name: str) -> np.ndarray:
+    """The values a LIL or DOK matrix stores in Python containers, as float64: their own dtype
+    is checked (a container may hold strings or complex numbers whatever the matrix's dtype)."""
+    arr = np.asarray(values) if values else np.zeros(0)
+    if arr.dtype == object:  # mixed Python objects: numeric only if every one is a real number
+        if not all(isinstance(v, numbers.Real) for v in values):
+            raise TypeError(
+                f"{name} must be numeric, got stored values of type(s) {sorted({type(v).__name__ for v in values})}"
+            )
+        arr = arr.astype(np.float64)
+    _check_dtype(arr.dtype, name)
+    return arr.astype(np.float64)
+
+
 def _dok_parts(X, shape, name):
-    keys = np.array(list(X.keys()), dtype=object).reshape(-1, 2)
+    keys = list(X.keys())
     try:
-        rows, cols = keys[:, 0].astype(np.int64), keys[:, 1].astype(np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} is a malformed DOK matrix: its keys must be (row, column) integer pairs") from None
-    _check_range(rows, shape[0], "row index", name)
-    _check_range(cols, shape[1], "column index", name)
-    return _from_triplets(np.array(list(X.values()), dtype=np.float64), rows, cols, shape)
+        coords = np.array(keys) if keys else np.zeros((0, 2), np.int64)
+    except ValueError:  # keys of different lengths
+        coords = np.zeros(0)
+    if coords.ndim != 2 or coords.shape[1] != 2 or not np.issubdtype(coords.dtype, np.integer):
+        raise ValueError(f"{name} is a malformed DOK matrix: its keys must be (row, column) integer pairs")
+    _check_range(coords[:, 0], shape[0], "row index", name)
+    _check_range(coords[:, 1], shape[1], "column index", name)
+    return _from_triplets(_stored_values(list(X.values()), name), coords[:, 0], coords[:, 1], shape)
 
 
 def _unsupported(X, shape, name):
@@ -289,6 +321,30 @@ def _from_triplets(data, rows, cols, shape) -> sp.csr_matrix:
     return sp.csr_matrix((summed, cols[starts].astype(INDEX_DTYPE), indptr.astype(INDEX_DTYPE)), shape=shape)
 
 
+def check_dense(X, name: str = "X", *, min_rows: int = 1) -> np.ndarray:
+    """``X`` as a finite float64 2-D array with at least ``min_rows`` rows and one column.
+
+    A sparse ``X`` is checked like any sparse input (:func:`check_sparse`, raw arrays first)
+    before it is densified.
+    """
+    if sp.issparse(X):
+        X = check_sparse(X, name, allow_empty=True, nonnegative=False).toarray()
+    try:
+        X = np.asarray(X)
+    except ValueError:  # nested sequences of unequal lengths
+        raise ValueError(f"{name} must be a 2-D array, got rows of different lengths") from None
+    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype.kind == "b"):
+        raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
+    if np.iscomplexobj(X):
+        raise TypeError(f"{name} has complex values")
+    if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] == 0:
+        raise ValueError(f"{name} must be a 2-D array with at least {min_rows} row(s) and 1 column, got {X.shape}")
+    X = X.astype(np.float64)
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return X
+
+
 def check_same_shape(A: sp.spmatrix, B: sp.spmatrix, name_a: str, name_b: str) -> None:
     """Raise ``ValueError`` unless ``A`` and ``B`` have the same shape."""
     if A.shape != B.shape:
@@ -300,23 +356,40 @@ def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
     """Return ``ids`` as a 1-D int64 array, checking every id lies in ``[0, n)``.
 
     A scalar becomes a length-1 array; floats with integral values are accepted.  Raises
-    ``TypeError`` for non-integer ids and ``ValueError`` for ids out of range.
+    ``TypeError`` for non-integer ids and ``ValueError`` for ids out of range (checked before any
+    cast, so a huge or unsigned id is reported as given) or nested sequences.
     """
-    arr = np.asarray(ids)
+    try:
+        arr = np.asarray(ids)
+    except ValueError:  # nested sequences of unequal lengths
+        raise ValueError(f"{name} must be a scalar or a 1-D array, got nested sequences") from None
     if arr.ndim == 0:
         arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype == object:  # Python ints beyond the 64-bit range, maybe mixed with integral floats
+        values = [_integral(v) for v in arr]
+        if any(v is None for v in values):
+            raise TypeError(f"{name} must be integers, got {arr[[v is None for v in values]][:5].tolist()}")
+        arr = np.array(values, dtype=object)
+    elif arr.size and not np.issubdtype(arr.dtype, np.integer):
         if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
             raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
-        if np.any(np.abs(arr) > 2.0**62):
-            raise ValueError(f"{name} out of range [0, {n})")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size and (arr.min() < 0 or arr.max() >= n):
-        bad = arr[(arr < 0) | (arr >= n)][:5]
-        raise ValueError(f"{name} out of range [0, {n}): {bad.tolist()}")
-    return arr
+    out = (arr < 0) | (arr >= n)
+    if np.any(out):
+        raise ValueError(f"{name} out of range [0, {n}): {arr[out][:5].tolist()}")
+    return arr.astype(np.int64)
+
+
+def _integral(v) -> int | None:
+    """The int an id stands for (an integer, or a finite float with an integral value), else None."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and np.isfinite(v) and v == int(v):
+        return int(v)
+    return None
 
 
 def check_scores(scores, shape: tuple[int, int], name: str = "scores") -> np.ndarray:
@@ -340,15 +413,26 @@ def check_positive_int(value, name: str, *, minimum: int = 1, maximum: int | Non
     """Return ``value`` as an int in ``[minimum, maximum]`` or raise a clear error.
 
     Integers only (numpy integers included); bools, floats and strings raise ``TypeError``.
+    ``maximum`` defaults to the int64 maximum: every count, size and id ends up in an int64 array
+    or a numba kernel, where a larger Python int would overflow.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
+    maximum = _INT64_MAX if maximum is None else maximum
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_bool(value, name: str) -> bool:
+    """Return ``value`` as a bool: ``True``/``False`` (numpy bools included) only, so that a string
+    such as ``"no"`` or a number is not read by its truthiness; else ``TypeError``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_real(value, name: str, *, low=-np.inf, high=np.inf, low_open=False, high_open=False) -> float:

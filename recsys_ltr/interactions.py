@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_feedback, check_positive_int, check_sparse
+from ._validation import check_bool, check_feedback, check_positive_int, check_sparse
 
 __all__ = ["Interactions", "UnknownIdError"]
 
@@ -163,7 +163,7 @@ class Interactions:
         if weights is None:
             weights = np.ones(users.size)
         else:
-            weights = _column(weights, "weights")
+            weights = _column(weights, "weights", "numbers")
             if weights.size != users.size:
                 raise ValueError(f"weights has length {weights.size}, users/items have {users.size}")
             weights = _numeric(weights, "weights")
@@ -176,7 +176,9 @@ class Interactions:
             allow_empty=True,
             nonnegative=False,
         )
-        return cls._finish(X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty)
+        return cls._finish(
+            X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, "weights"
+        )
 
     @classmethod
     def from_sparse(
@@ -210,16 +212,16 @@ class Interactions:
             )
         user_ids = _id_array(user_ids, X.shape[0], "user_ids")
         item_ids = _id_array(item_ids, X.shape[1], "item_ids")
-        return cls._finish(X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty)
+        return cls._finish(X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, "X")
 
     @classmethod
-    def _finish(cls, X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty):
+    def _finish(cls, X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, name):
         """Binarize the summed weights of ``X``, apply the k-core, drop empties, build."""
         min_user = check_positive_int(min_user_count, "min_user_count", minimum=0)
         min_item = check_positive_int(min_item_count, "min_item_count", minimum=0)
-        if drop_empty:
+        if check_bool(drop_empty, "drop_empty"):
             min_user, min_item = max(min_user, 1), max(min_item, 1)
-        X = _binarize(X, threshold, rule)
+        X = _binarize(X, threshold, rule, name)
         if X.nnz == 0:
             raise ValueError(f"no positive interactions (threshold={threshold!r}, rule={rule!r})")
         rows, cols = _k_core(X, min_user, min_item)
@@ -319,7 +321,7 @@ class Interactions:
 
 
 # ---------------------------------------------------------------------- helpers
-def _column(values, name: str) -> np.ndarray:
+def _column(values, name: str, what: str = "hashable ids (numbers, strings or tuples)") -> np.ndarray:
     if isinstance(values, (pd.Series, pd.Index)):
         arr = values.to_numpy()
     elif isinstance(values, np.ndarray):
@@ -328,7 +330,7 @@ def _column(values, name: str) -> np.ndarray:
         arr = pd.Series(list(values)).to_numpy()
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    _check_hashable(arr, name)
+    _check_hashable(arr, name, what)
     return arr
 
 
@@ -348,12 +350,12 @@ def _numeric(arr: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def _check_hashable(arr: np.ndarray, name: str) -> None:
+def _check_hashable(arr: np.ndarray, name: str, what: str) -> None:
     """Ids must be hashable scalars or tuples: a nested list or array is a 2-D id, refused."""
     if arr.dtype == object:
         bad = next((v for v in arr if isinstance(v, (list, np.ndarray, dict, set))), None)
         if bad is not None:
-            raise TypeError(f"{name} must be 1-D hashable ids (numbers, strings or tuples), got an element {bad!r}")
+            raise TypeError(f"{name} must be 1-D {what}, got an element {bad!r}")
 
 
 def _factorize(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -380,7 +382,7 @@ def _id_array(ids, n: int, name: str) -> np.ndarray:
     return ids.copy()
 
 
-def _binarize(X: sp.csr_matrix, threshold, rule) -> sp.csr_matrix:
+def _binarize(X: sp.csr_matrix, threshold, rule, name: str) -> sp.csr_matrix:
     """Keep the pairs whose (summed) weight passes the rule, as ones."""
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}")
@@ -388,7 +390,7 @@ def _binarize(X: sp.csr_matrix, threshold, rule) -> sp.csr_matrix:
     if threshold is None:
         if np.any(data < 0):
             raise ValueError(
-                f"{int(np.sum(data < 0))} (user, item) pair(s) have negative weight; give a threshold "
+                f"{name}: {int(np.sum(data < 0))} (user, item) pair(s) have negative weight; give a threshold "
                 "to treat them as explicit negatives"
             )
         keep = data > 0

@@ -54,6 +54,8 @@ from recsys_ltr import _ranking
 from recsys_ltr._ranking import BASE_METRICS, evaluate_block, metrics_from_ranks, rank_block
 from recsys_ltr._validation import (
     INDEX_DTYPE,
+    check_bool,
+    check_dense,
     check_feedback,
     check_ids,
     check_positive_int,
@@ -198,6 +200,7 @@ def evaluate(
         or a score block of the wrong shape or with NaN scores.
     """
     score_fn = _score_function(model_or_score_fn)
+    check_bool(show_progress, "show_progress")
     train, test, exclude = _check_matrices(train, test, exclude)
     return evaluate_checked(
         score_fn,
@@ -316,7 +319,9 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
 
     ``recsys_ltr._ranking.metrics_from_ranks`` turns these into the evaluator's metric table.
     """
-    train_rows, test_rows, exclude_rows = _check_matrices(train_rows, test_rows, exclude_rows, allow_empty_train=True)
+    train_rows, test_rows, exclude_rows = _check_matrices(
+        train_rows, test_rows, exclude_rows, allow_empty_train=True, names=("train_rows", "test_rows", "exclude_rows")
+    )
     n_items = train_rows.shape[1]
     if popularity is None:
         popularity = np.zeros(n_items)
@@ -361,13 +366,13 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     dict
         ``{"MAP", "AUC", "P@k" for k in ks, "n_queries"}``: means over the evaluated queries.
     """
-    Zq, Zdb = np.asarray(Zq, dtype=np.float64), np.asarray(Zdb, dtype=np.float64)
-    if Zq.ndim != 2 or Zdb.ndim != 2 or Zq.shape[1] != Zdb.shape[1]:
+    Zq, Zdb = check_dense(Zq, "Zq"), check_dense(Zdb, "Zdb")
+    if Zq.shape[1] != Zdb.shape[1]:
         raise ValueError(f"Zq and Zdb must be 2-D with equal widths, got {Zq.shape} and {Zdb.shape}")
     R = check_feedback(relevance, "relevance", allow_empty=True)
     if R.shape != (Zq.shape[0], Zdb.shape[0]):
         raise ValueError(f"relevance must be {(Zq.shape[0], Zdb.shape[0])} (queries x database), got {R.shape}")
-    if exclude_self and Zq.shape[0] != Zdb.shape[0]:
+    if check_bool(exclude_self, "exclude_self") and Zq.shape[0] != Zdb.shape[0]:
         raise ValueError("exclude_self needs the queries to be the database")
     n_db = Zdb.shape[0]
     ks = tuple(check_positive_int(k, "k", maximum=n_db) for k in ks)
@@ -402,21 +407,22 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
 # ----------------------------------------------------------------------------------- helpers
 
 
-def _check_matrices(train, test, exclude, *, allow_empty_train=False):
-    train = check_feedback(train, "train", allow_empty=allow_empty_train)
-    test = check_feedback(test, "test", allow_empty=True)
-    check_same_shape(train, test, "train", "test")
+def _check_matrices(train, test, exclude, *, allow_empty_train=False, names=("train", "test", "exclude")):
+    n_train, n_test, n_exclude = names
+    train = check_feedback(train, n_train, allow_empty=allow_empty_train)
+    test = check_feedback(test, n_test, allow_empty=True)
+    check_same_shape(train, test, n_train, n_test)
     if exclude is None:
         exclude = _empty_like(train)
     else:
-        exclude = check_feedback(exclude, "exclude", allow_empty=True)
-        check_same_shape(train, exclude, "train", "exclude")
-    for other, name in ((train, "train"), (exclude, "exclude")):
+        exclude = check_feedback(exclude, n_exclude, allow_empty=True)
+        check_same_shape(train, exclude, n_train, n_exclude)
+    for other, name in ((train, n_train), (exclude, n_exclude)):
         overlap = test.multiply(other).nnz
         if overlap:
             raise ValueError(
-                f"test and {name} share {overlap} (user, item) pair(s); test items must be candidates, "
-                f"so remove them from {name} or from test (holdout splits are disjoint)"
+                f"{n_test} and {name} share {overlap} (user, item) pair(s); test items must be candidates, "
+                f"so remove them from {name} or from {n_test} (holdout splits are disjoint)"
             )
     return train, test, exclude
 

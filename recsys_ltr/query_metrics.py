@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._validation import check_positive_int
+
 __all__ = [
     "average_precision",
     "check_labels",
@@ -169,8 +171,7 @@ def ndcg_at_k(y, scores, qid, k: int = 10) -> np.ndarray:
 
     ``k=None`` means no cutoff.  Queries without a relevant document give ``NaN``.
     """
-    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
-        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+    k = None if k is None else check_positive_int(k, "k")
     labels, s, offsets = _check_inputs(y, scores, qid)
     return _per_query(s, labels, offsets, 0 if k is None else int(k), 0)
 

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from recsys_ltr.neighbors.affinity import Affinity, cosine_affinity, kunn_affinity, slim_affinity
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc
 
+pytestmark = pytest.mark.kernels
+
 
 def assert_valid_topk(aff, A, k):
     """Row i of ``aff`` is a k-nearest neighbourhood of i under ``A`` up to rounding ties:

@@ -12,6 +12,8 @@ from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ALS, BPR, EASE, LightFMWARP, Popularity, Recommender
 from recsys_ltr.split import holdout
 
+pytestmark = pytest.mark.kernels
+
 try:
     import lightfm  # noqa: F401
 

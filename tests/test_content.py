@@ -12,6 +12,8 @@ from recsys_ltr.models.content import ContentItemKNN
 from recsys_ltr.neighbors.affinity import Affinity
 from recsys_ltr.neighbors.content import ContentAffinity
 
+pytestmark = pytest.mark.kernels
+
 
 # ----------------------------------------------------------------------------- references
 def brute_neighbours(Z, k, has_content):

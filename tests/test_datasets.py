@@ -165,6 +165,15 @@ def test_gzipped_file_is_found_and_checksummed_decompressed(fake_registry):
         assert f.read() == files["a.txt"].decode()
 
 
+def test_truncated_gzip_is_a_checksum_error_not_eoferror(fake_registry):
+    files, tmp = fake_registry
+    folder = tmp / "data" / "toy"
+    folder.mkdir(parents=True)
+    (folder / "a.txt.gz").write_bytes(gzip.compress(files["a.txt"])[:-6])  # was EOFError even with verify=True
+    with pytest.raises(ChecksumError, match="corrupt or truncated file"):
+        dataset_path("toy", "a.txt", data_dir=tmp / "data")
+
+
 def test_default_search_includes_env_dir_and_cache(fake_registry, monkeypatch):
     files, tmp = fake_registry
     monkeypatch.setenv(_registry.ENV_VAR, str(tmp / "env"))

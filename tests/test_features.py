@@ -12,6 +12,8 @@ from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor, build_affini
 from recsys_ltr.models import KUNN, ItemKNN
 from recsys_ltr.neighbors import Affinity, cosine_affinity, kunn_affinity
 
+pytestmark = pytest.mark.kernels
+
 
 def random_affinity(rng, n, k_max, side):
     """A custom affinity: up to k_max random neighbours per row, values in [0, 1) with exact zeros

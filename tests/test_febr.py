@@ -16,6 +16,8 @@ from recsys_ltr.neighbors import cosine_affinity
 from recsys_ltr.split import holdout
 from recsys_ltr.warp import WarpSampler
 
+pytestmark = pytest.mark.kernels
+
 
 def block_feedback(n_groups=4, users=60, items=25, p_in=0.3, p_out=0.02, seed=0):
     """Planted clusters: users of group g like the items of block g (prob p_in), others rarely."""

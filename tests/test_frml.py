@@ -23,6 +23,8 @@ from recsys_ltr.metric_learning.frml import (
 from recsys_ltr.metrics import retrieval_metrics
 from recsys_ltr.warp import Minibatch, opt_est
 
+pytestmark = pytest.mark.kernels
+
 # ----------------------------------------------------------------------------- dense references
 
 

@@ -14,6 +14,8 @@ from sklearn.exceptions import NotFittedError
 from recsys_ltr.ltr.lgmml import LGMML
 from recsys_ltr.metric_learning.gmml import GMML, SingularScatterWarning, cross_scatter, gmml_components, within_scatter
 
+pytestmark = pytest.mark.kernels
+
 
 def _spd(rng, d, rank=None, ridge=0.1):
     A = rng.normal(size=(d, rank or d))

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
 
+pytestmark = pytest.mark.kernels
+
 
 def assert_neighborhood(S_csr, S_dense, k):
     assert rows_of(S_csr) == brute_knn(S_dense, k)

@@ -13,6 +13,8 @@ from recsys_ltr.ltr.lgmml import LGMML
 from recsys_ltr.metric_learning.gmml import GMML
 from recsys_ltr.query_metrics import ndcg_at_k, ranking_report
 
+pytestmark = pytest.mark.kernels
+
 
 def _ltr_data(seed=0, n_queries=12, docs=10, d=4):
     """Queries whose relevant documents sit near a shared 'ideal' point in features 0-1."""

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from recsys_ltr import _ranking
 from recsys_ltr.metrics import METRICS, EvaluationResult, evaluate, rank_test_items
 
+pytestmark = pytest.mark.kernels
+
 ALL_KEYS = ("ADG", "ATOP", "REC@2", "MAP", "NDCG", "P@2", "AUC", "MRR")
 
 

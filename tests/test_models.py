@@ -14,6 +14,8 @@ from sklearn.exceptions import NotFittedError
 from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, RP3beta, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
 
+pytestmark = pytest.mark.kernels
+
 ALL_MODELS = [
     Popularity(),
     ItemKNN(k=3),

@@ -13,6 +13,8 @@ from sklearn.linear_model import ElasticNet
 
 from recsys_ltr.neighbors.slim import slim_weights
 
+pytestmark = pytest.mark.kernels
+
 TIGHT = dict(tol=1e-14, max_iter=10_000)
 
 

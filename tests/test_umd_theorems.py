@@ -19,6 +19,8 @@ import scipy.sparse as sp
 
 from recsys_ltr.metrics import evaluate
 
+pytestmark = pytest.mark.kernels
+
 N_PLANTED, N_DRAWS, N_ITEMS, N_RELEVANT = 4, 600, 150, 25
 UMD = ("ADG", "ATOP", "REC@20")
 

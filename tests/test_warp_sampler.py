@@ -19,6 +19,8 @@ from recsys_ltr.warp import (
     warp_estimator,
 )
 
+pytestmark = pytest.mark.kernels
+
 
 @numba.njit(cache=True)
 def table_score(state, q, i):

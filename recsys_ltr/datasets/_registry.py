@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from .._progress import progress_enabled
+from .._validation import check_bool
 
 __all__ = [
     "ENV_VAR",
@@ -140,6 +141,7 @@ def dataset_path(name: str, filename: str, data_dir=None, verify: bool = True) -
         The file's content differs from the registered one.
     """
     info = dataset_info(name)
+    check_bool(verify, "verify")
     if filename not in info["files"]:
         raise ValueError(f"{filename!r} is not a registered file of {name!r}; files: {sorted(info['files'])}")
     path = _find(name, filename, data_dir)

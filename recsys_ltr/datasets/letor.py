@@ -55,7 +55,7 @@ def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarra
             sizes = np.loadtxt(query_file, dtype=np.int64, ndmin=1)
     except FileNotFoundError:
         raise
-    except (EOFError, OSError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+    except (EOFError, OSError, zlib.error, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{path} is not a readable SVMlight/LETOR file ({type(exc).__name__}: {exc})") from None
     if query_file is not None:
         if np.any(sizes <= 0) or sizes.sum() != X.shape[0]:
@@ -66,6 +66,8 @@ def read_svmlight_ltr(path, n_features: int, query_file=None) -> tuple[np.ndarra
         qid = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     if X.shape[0] == 0:
         raise ValueError(f"{path} holds no rows")
+    if np.shape(qid)[0] != X.shape[0]:  # sklearn's parser skips a missing qid: field silently
+        raise ValueError(f"{path}: every row needs a qid: field, but only {np.shape(qid)[0]} of {X.shape[0]} have one")
     if not np.all(np.isfinite(X.data)):
         bad = int(np.flatnonzero(~np.isfinite(X.toarray()).all(axis=1))[0])
         raise ValueError(f"{path}: row {bad + 1} has a NaN or infinite feature value")

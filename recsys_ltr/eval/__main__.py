@@ -118,11 +118,16 @@ def default_dataset(data_dir) -> tuple[str, str | None]:
     return "synthetic", note
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _at_least(minimum):
     def parse(text):
         value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > _INT64_MAX:
+            raise argparse.ArgumentTypeError(f"must be <= {_INT64_MAX}, got {value}")
         return value
 
     parse.__name__ = "int"  # argparse names the type in its "invalid int value" message

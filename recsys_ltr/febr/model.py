@@ -437,6 +437,9 @@ class FEBR(Recommender):
         if not self._stacked:
             for s in self._sides:
                 check_k(self._param("k"), X.shape[1] if s == "item" else X.shape[0], f"{s}s")
+        folds, most = self._param("holdout"), int(np.diff(X.indptr).max(initial=0))
+        if isinstance(folds, (int, np.integer)) and folds > max(most, 2):  # not a bool: checked by _check_params
+            raise ValueError(f"holdout={folds} folds, but no user has more than {most} positives to split")
         top = self._param("label_exclude_top")
         if top is not None and top >= X.shape[1]:
             raise ValueError(f"label_exclude_top={top} leaves no item to draw labels from ({X.shape[1]} items)")

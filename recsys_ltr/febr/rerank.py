@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from .._validation import check_positive_int
+
 __all__ = ["DEFAULTS", "SETTINGS", "Trees", "fit_lambdamart", "predict_trees"]
 
 #: LightGBM settings under every FEBR LambdaMART fit (``lambdamart_params`` overrides them).
@@ -154,7 +156,7 @@ def fit_lambdamart(train, valid, params, random_state, num_threads):
     settings = {**DEFAULTS, **(params or {})}
     rounds = _ROUNDS
     for alias in _ROUND_ALIASES:  # LightGBM's names of the number of rounds
-        rounds = settings.pop(alias, rounds)
+        rounds = check_positive_int(settings.pop(alias, rounds), f"lambdamart_params[{alias!r}]")
     settings.update(seed=random_state, num_threads=num_threads, deterministic=True, force_row_wise=True)
 
     def dataset(part, reference=None):
@@ -168,7 +170,10 @@ def fit_lambdamart(train, valid, params, random_state, num_threads):
             "valid_sets": [dataset(valid, train_set)],
             "callbacks": [lightgbm.early_stopping(50, first_metric_only=True, verbose=False)],
         }
-    booster = lightgbm.train(settings, train_set, num_boost_round=rounds, **fit_args)
+    try:
+        booster = lightgbm.train(settings, train_set, num_boost_round=rounds, **fit_args)
+    except lightgbm.basic.LightGBMError as exc:  # our DEFAULTS are valid: the user's settings are not
+        raise ValueError(f"LightGBM refused lambdamart_params={params!r}: {exc}") from None
     rounds = booster.best_iteration or booster.current_iteration()
     if rounds < booster.current_iteration():
         booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=rounds))

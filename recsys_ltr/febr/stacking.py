@@ -279,6 +279,7 @@ def heads(S, rows, labels, context: BaseFeatures, popularity, n_top, excluded=No
     ``rows``, label rows ``labels`` or ``None``): ``(items, phi, label, counts)`` padded per user.
     The candidates are the items outside ``excluded`` (default ``rows``)."""
     B, nb, n = S.shape
+    n_top = min(n_top, n)  # a head of more candidates than items: all of them
     excluded = rows if excluded is None else excluded
     mu, sigma = moments(S, excluded)
     tops = np.full((B, nb, n_top), -1, np.int64)

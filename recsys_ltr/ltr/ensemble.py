@@ -39,6 +39,10 @@ def standardize_per_query(scores, offsets):
     return np.divide(centred, std, out=np.zeros_like(centred), where=std > 1e-12 * (1 + np.abs(np.repeat(mean, sizes))))
 
 
+#: the largest label LightGBM's default ``label_gain`` (2**l - 1 for l < 31) covers
+_MAX_LABEL = 30
+
+
 class LambdaMART(Persistable, QueryRanker):
     """LightGBM lambdarank (gradient-boosted trees, LambdaMART) with ``fit(X, y, qid)``.
 
@@ -106,8 +110,11 @@ class LambdaMART(Persistable, QueryRanker):
         """Train the trees on the queries of ``(X, y, qid)``; returns ``self``."""
         self._check_params()
         X, y, offsets, _ = self._check_fit_data(X, y, qid)
-        if np.any(y != np.round(y)):
-            raise ValueError("LambdaMART needs integer relevance labels (LightGBM's label gains)")
+        if np.any(y != np.round(y)) or y.max(initial=0) > _MAX_LABEL:
+            raise ValueError(
+                f"LambdaMART needs integer relevance labels in [0, {_MAX_LABEL}] (LightGBM's label gains), "
+                f"got labels up to {y.max(initial=0):g}"
+            )
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
         params = {
             "num_iterations": int(self.n_estimators),

@@ -13,26 +13,23 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._io import Persistable
-from .._validation import check_sparse
+from .._validation import check_dense, check_sparse
 
 __all__ = ["MahalanobisMixin", "check_dense"]
 
 
-def check_dense(X, name: str = "X", *, min_rows: int = 1) -> np.ndarray:
-    """``X`` as a finite float64 2-D array with at least ``min_rows`` rows and one column."""
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    X = np.asarray(X)
-    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype.kind == "b"):
-        raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
-    if np.iscomplexobj(X):
-        raise TypeError(f"{name} has complex values")
-    if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] == 0:
-        raise ValueError(f"{name} must be a 2-D array with at least {min_rows} row(s) and 1 column, got {X.shape}")
-    X = X.astype(np.float64)
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return X
+def _check_values(X) -> None:
+    """What scikit-learn's ``validate_data`` lets through or words vaguely: strings (it parses
+    ``"1.0"``), ragged rows, more than 2 dimensions.  The rest (1-D, empty, NaN, complex, objects
+    that are not numbers) keeps the messages scikit-learn's estimator checks expect."""
+    try:
+        A = np.asarray(X)
+    except ValueError:  # nested sequences of unequal lengths
+        raise ValueError("X must be a 2-D array, got rows of different lengths") from None
+    if A.dtype.kind in "SU" or (A.dtype == object and any(isinstance(v, (str, bytes)) for v in A.ravel())):
+        raise TypeError("X must be numeric, got strings")
+    if A.ndim > 2:
+        raise ValueError(f"X must be a 2-D array, got shape {A.shape}")
 
 
 class MahalanobisMixin(Persistable, TransformerMixin):
@@ -52,10 +49,14 @@ class MahalanobisMixin(Persistable, TransformerMixin):
 
     def _validate(self, X, y="no_validation", *, reset: bool, min_samples: int = 1):
         """scikit-learn's ``validate_data`` (float64, finite, ``n_features_in_``); a sparse ``X`` has
-        its raw structure checked first (:func:`recsys_ltr._validation.check_sparse`), before
-        scikit-learn converts anything."""
-        if sp.issparse(X) and self._accepts_sparse:
+        its raw structure checked first (:func:`recsys_ltr._validation.check_sparse`), a dense one
+        its values (numbers, not strings), before scikit-learn converts anything."""
+        if sp.issparse(X):
+            if not self._accepts_sparse:  # before scikit-learn's checks of the values (complex, NaN)
+                raise TypeError(f"{type(self).__name__} takes a dense X, got a sparse matrix (use X.toarray())")
             X = check_sparse(X, "X", allow_empty=True, nonnegative=False)
+        else:
+            _check_values(X)
         kw = dict(
             reset=reset,
             accept_sparse="csr" if self._accepts_sparse else False,

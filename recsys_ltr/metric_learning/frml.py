@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr._topk import rank_dense_rows
 from recsys_ltr._validation import (
+    check_bool,
     check_feedback,
     check_num_threads,
     check_positive_int,
@@ -54,6 +55,7 @@ from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
 from recsys_ltr.metrics import retrieval_metrics, squared_distances
 from recsys_ltr.warp import WarpSampler
+from recsys_ltr.warp.estimators import _check_curve
 
 __all__ = ["FRML", "label_relevance"]
 
@@ -285,7 +287,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
             if self.loss != "pak" and self.k is not None:
                 raise ValueError(f"k is only used with loss='pak', got k={self.k!r}")
         else:
-            loss_args = {"estimator": np.asarray(self.loss, dtype=np.float64)}
+            loss_args = {"estimator": _check_curve(self.loss, 1, "loss")}
         return loss_args
 
     # -------------------------------------------------------------------------- fitting
@@ -448,6 +450,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         first) or only ``indices``, like scikit-learn's ``KNeighborsMixin``.
         """
         self._check_fitted()
+        return_distance = check_bool(return_distance, "return_distance")
         n_db = self.embedding_.shape[0]
         self_query = X is None
         n_neighbors = check_positive_int(n_neighbors, "n_neighbors", maximum=n_db - int(self_query))

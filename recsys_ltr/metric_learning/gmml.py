@@ -218,6 +218,11 @@ class GMML(MahalanobisMixin, BaseEstimator):
         self.n_features_in_ = A.shape[1]
         return self
 
+    def _load_state(self, state, specs):
+        super()._load_state(state, specs)
+        if self.components_.shape[0] != self.components_.shape[1]:
+            raise ValueError(f"components_ of GMML is square (a full-rank metric), got shape {self.components_.shape}")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True

@@ -36,7 +36,7 @@ from .. import _topk
 from .._io import Persistable
 from .._progress import progress_enabled
 from .._topk import top_k_dense
-from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_positive_int, numba_threads
+from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
 
 _ID_MAX = np.iinfo(np.int64).max
 
@@ -223,8 +223,10 @@ class Recommender(Persistable, BaseEstimator):
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
+        filter_already_liked_items = check_bool(filter_already_liked_items, "filter_already_liked_items")
+        recalculate_user = check_bool(recalculate_user, "recalculate_user")
+        rows, ids = self._user_rows(userid, user_items, recalculate_user)  # checks userid first
         scalar = np.ndim(userid) == 0
-        rows, ids = self._user_rows(userid, user_items, recalculate_user)
         # without recalculation a user-based model scores from the stored training rows
         scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
         excluded = self._excluded(filter_items, items, self.n_items_, "items")
@@ -323,7 +325,7 @@ class Recommender(Persistable, BaseEstimator):
         self._check_fitted()
         N = check_positive_int(N, "N")
         excluded = self._excluded(filter_items, items, self.n_items_, "items")
-        if recalculate_item:
+        if check_bool(recalculate_item, "recalculate_item"):
             if item_users is None:
                 raise ValueError("recalculate_item=True needs the items' users in item_users")
             ids = check_new_ids(itemid, "itemid", "n_items")

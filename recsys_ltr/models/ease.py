@@ -3,6 +3,7 @@ with a sparse approximate inverse for catalogues too large for the dense solve."
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -178,7 +179,8 @@ class EASE(Recommender):
         gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
         fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
         with (
-            threadpool_limits(self.num_threads or None, user_api="blas"),
+            # at most one thread per core: a larger count would overflow the C int of the BLAS library
+            threadpool_limits(min(self.num_threads, os.cpu_count() or 1) or None, user_api="blas"),
             progress(self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
         ):
             spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))

@@ -63,6 +63,11 @@ class _Factorization(Recommender):
         self._check_dense_state({"user_factors_": (self.n_users_, d), "item_factors_": (self.n_items_, d)})
 
     def _store(self, user_factors, item_factors):
+        for factors in (user_factors, item_factors):
+            if not np.all(np.isfinite(factors)):
+                raise FloatingPointError(
+                    f"{type(self).__name__} diverged: non-finite factors (lower the learning rate?)"
+                )
         self.user_factors_ = np.ascontiguousarray(user_factors, dtype=np.float64)
         self.item_factors_ = np.ascontiguousarray(item_factors, dtype=np.float64)
 
@@ -77,6 +82,8 @@ class _Implicit(_Factorization):
         check_positive_int(self.iterations, "iterations")
 
     def _fit(self, X):
+        from implicit.recommender_base import ModelFitError
+
         with threadpool_limits(1, user_api="blas"):  # also silences implicit's OpenBLAS warning
             model = self._implicit_model(
                 factors=self.factors,
@@ -85,7 +92,10 @@ class _Implicit(_Factorization):
                 num_threads=check_num_threads(self.num_threads),
                 random_state=check_random_state(self.random_state),
             )
-            model.fit(X.astype(np.float32), show_progress=self._progress())
+            try:
+                model.fit(X.astype(np.float32), show_progress=self._progress())
+            except ModelFitError as exc:  # implicit's NaN check (e.g. a confidence alpha too large for float32)
+                raise FloatingPointError(f"{type(self).__name__} diverged: {exc}") from None
         self._store(model.user_factors, model.item_factors)
 
     def _implicit_model(self, **common):

@@ -40,6 +40,7 @@ from .._progress import progress_enabled
 from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
 from .knn import _self_knn, check_block_size, check_k, side_matrix, truncate_rows
 from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
+from .slim import check_slim_params
 
 __all__ = [
     "KINDS",
@@ -252,15 +253,11 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     :func:`recsys_ltr.neighbors.slim.slim_weights` for the objective and its mapping to
     scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2))``.
     """
+    X = check_feedback(X)
+    l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
+    show_progress = progress_enabled(show_progress)
     return _slim_affinity(
-        check_feedback(X),
-        k,
-        l1=l1,
-        l2=l2,
-        max_iter=max_iter,
-        tol=tol,
-        num_threads=num_threads,
-        show_progress=progress_enabled(show_progress),
+        X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
 
 

@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from .._progress import progress_enabled
 from .._topk import rank_dense_rows
-from .._validation import INDEX_DTYPE, check_num_threads, check_sparse, numba_threads
+from .._validation import INDEX_DTYPE, check_dense, check_num_threads, check_sparse, numba_threads
 from .affinity import Affinity
 from .knn import check_k
 
@@ -135,23 +135,15 @@ class ContentAffinity(BaseEstimator):
 
 
 def _check_content(F):
-    """Content as float64 CSR (sparse input) or C-contiguous 2-D array; finite, non-empty."""
+    """Content as float64 CSR (sparse input) or C-contiguous 2-D array; finite, real, non-empty."""
     if sp.issparse(F):
         F = check_sparse(F, "content F", allow_empty=True, nonnegative=False)
         F.eliminate_zeros()
         values = F.data
     else:
-        F = np.asarray(F)
-        if F.dtype == object or not (np.issubdtype(F.dtype, np.number) or F.dtype == bool):
-            raise TypeError(f"content F must be numeric, got dtype {F.dtype}")
-        F = np.ascontiguousarray(F, dtype=np.float64)
-        values = F
-    if F.ndim != 2:
-        raise ValueError(f"content F must be 2-D (n_items, n_features), got shape {F.shape}")
-    if F.shape[0] < 2 or F.shape[1] < 1:
-        raise ValueError(f"content F needs at least 2 items and 1 feature, got shape {F.shape}")
-    if not np.all(np.isfinite(values)):
-        raise ValueError("content F holds NaN or infinite values")
+        F = values = np.ascontiguousarray(check_dense(F, "content F"))
+    if F.shape[0] < 2:
+        raise ValueError(f"content F needs at least 2 items, got shape {F.shape}")
     if not np.any(values != 0):
         raise ValueError("content F is all zeros: no item has content")
     return F

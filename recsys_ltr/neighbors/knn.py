@@ -36,6 +36,7 @@ from .._progress import progress_enabled
 from .._topk import BLOCK_FLOATS, N_BUCKETS, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
+    check_compressed,
     check_feedback,
     check_num_threads,
     check_positive_int,
@@ -173,8 +174,9 @@ class KnnIndex:
     def __init__(self, indptr, indices, scale, weights, n_rows, n_features):
         n_rows = check_positive_int(n_rows, "n_rows")
         n_features = check_positive_int(n_features, "n_features")
+        nnz = check_compressed(indptr, indices, n_features, n_rows, "KnnIndex", "row index")  # before scipy sees them
         Mt = check_sparse(
-            sp.csr_matrix((np.ones(np.asarray(indices).shape[0]), indices, indptr), shape=(n_features, n_rows)),
+            sp.csr_matrix((np.ones(nnz), np.asarray(indices)[:nnz], np.asarray(indptr)), shape=(n_features, n_rows)),
             "KnnIndex", allow_empty=True,
         )  # fmt: skip
         scale = _finite_vector(scale, n_rows, "scale", positive=False)

@@ -198,9 +198,10 @@ def _check_neighbors(neighbors, n_items: int) -> sp.csr_matrix:
     """The canonical CSR structure (sorted unique indices) of a neighbours matrix; values are ignored."""
     if not sp.issparse(neighbors):
         raise TypeError(f"neighbors must be a scipy.sparse matrix, got {type(neighbors).__name__}")
+    neighbors = check_sparse(neighbors, "neighbors", allow_empty=True, nonnegative=False)
     if neighbors.shape != (n_items, n_items):
         raise ValueError(f"neighbors must have shape ({n_items}, {n_items}) (items x items), got {neighbors.shape}")
-    return check_sparse(neighbors, "neighbors", allow_empty=True, nonnegative=False)
+    return neighbors
 
 
 def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recsys_ltr._validation import check_positive_int
+from recsys_ltr._validation import check_bool, check_positive_int
 
 __all__ = ["NML_KINDS", "nml_loss"]
 
@@ -44,6 +44,7 @@ def nml_loss(kind: str, n: int, k: int | None = None, normalize: bool = True) ->
     if kind not in NML_KINDS:
         raise ValueError(f"kind must be one of {NML_KINDS}, got {kind!r}")
     n = check_positive_int(n, "n")
+    normalize = check_bool(normalize, "normalize")
     if kind == "pak":
         if k is None:
             raise ValueError("kind='pak' needs the cut-off k")

@@ -94,6 +94,7 @@ from numba.core.registry import CPUDispatcher
 from recsys_ltr._rng import randint, seed_state
 from recsys_ltr._validation import (
     INDEX_DTYPE,
+    check_bool,
     check_feedback,
     check_num_threads,
     check_positive_int,
@@ -455,6 +456,7 @@ class WarpSampler:
         compile_mode,
     ):
         self.n_queries, self.n_items = R.shape
+        exclude_self = check_bool(exclude_self, "exclude_self")
         if positive_draws not in ("reject", "count"):
             raise ValueError(f"positive_draws must be 'reject' or 'count', got {positive_draws!r}")
         n_rel = np.diff(R.indptr).astype(np.int64)
