@@ -685,17 +685,17 @@ class FEBR(Recommender):
             raise ValueError("head_features gives stacked features; the dissertation's are transform's")
         ids = check_ids(user_ids, self.n_users_, "user_ids")
         rows = self.user_items_[ids]
-        r, items, phi = self._head(self._base_scores(rows, ids, False), rows)
-        indptr = np.zeros(ids.size + 1, np.int64)
-        np.cumsum(np.bincount(r, minlength=ids.size), out=indptr[1:])
-        return indptr, items, phi
+        return self._head(self._base_scores(rows, ids, False), rows)
 
     def _head(self, S, rows):
-        """The head of a block: ``(user row, item, features)`` of every head entry."""
+        """The head of a block: ``(indptr, items, phi)``, row ``r``'s head entries at
+        ``indptr[r]:indptr[r + 1]`` (items and their features)."""
         # ties broken by the standardised popularity of the context: the training popularity's order
         items, phi, _, counts = heads(S, rows, None, self._context, self.context_pop_, self.candidates)
         valid = np.arange(items.shape[1])[None, :] < counts[:, None]
-        return np.nonzero(valid)[0], items[valid], phi[valid]
+        indptr = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return indptr, items[valid], phi[valid]
 
     def _compose(self, S, rows, head, scorer=None):
         """The tail base's scores with the head re-ordered by ``scorer`` (``theta`` or
@@ -703,15 +703,13 @@ class FEBR(Recommender):
         within each user, the head items swap the places (scores) that the tail base gives them, so
         nothing outside the head moves and a scorer that ranks like the tail base gives exactly its
         ranking."""
-        r, items, phi = head
+        indptr, items, phi = head
         scorer = (self.trees_ if self.trees_ is not None else self.coef_) if scorer is None else scorer
         if isinstance(scorer, Trees):
             key = predict_trees(scorer, phi)
         else:
             key = (phi - self.feature_mean_) @ (scorer / self.feature_scale_)
-        offsets = np.zeros(S.shape[0] + 1, np.int64)
-        np.cumsum(np.bincount(r, minlength=S.shape[0]), out=offsets[1:])  # r is sorted: rows' heads are runs
-        return _compose_kernel(S, self.tail_base_, offsets, items, key.astype(np.float64))
+        return _compose_kernel(S, self.tail_base_, indptr, items, key.astype(np.float64))
 
     # ------------------------------------------------------------------ the dissertation's features
     def _fit_dissertation(self, X, validation, rng, bar):
