@@ -1,5 +1,7 @@
 """recsys_ltr: top-N recommendation from implicit feedback by learning to rank."""
 
+from recsys_ltr import _compile_notice  # noqa: F401  (a one-line notice while kernels first compile)
+
 __version__ = "0.1.0"
 __all__ = ["Interactions", "UnknownIdError", "__version__"]
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._topk import sort_ascending, sort_best_first
+
 # Column order of the metric kernel's output; cutoff metrics follow, REC@k then P@k per cutoff.
 BASE_METRICS = ("ADG", "ATOP", "MAP", "NDCG", "AUC", "MRR")
 
@@ -80,8 +82,8 @@ def _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, out):
     exclude rows (O(1) per item).  Returns the number of candidates.
     """
     m = te_idx.shape[0]
-    perm = np.argsort(tiebreak[te_idx])
-    perm = perm[np.argsort(-scores[te_idx[perm]], kind="mergesort")]  # stable: score desc, tie asc
+    perm = np.arange(m)
+    sort_best_first(perm, scores[te_idx], -tiebreak[te_idx])  # score desc, then tiebreak asc
     s_sorted = scores[te_idx[perm]]
     t_sorted = tiebreak[te_idx[perm]]
     s_last, t_last = s_sorted[m - 1], t_sorted[m - 1]
@@ -194,7 +196,9 @@ def _metric_row(r, n, cutoffs, out):
     out[5] = 1.0 / (r[0] + 1.0)
     nb = len(BASE_METRICS)
     for c in range(cutoffs.shape[0]):
-        hits = np.searchsorted(r, cutoffs[c])  # number of ranks < k
+        hits = 0  # number of ranks < k
+        while hits < m and r[hits] < cutoffs[c]:
+            hits += 1
         out[nb + 2 * c] = hits / m
         out[nb + 2 * c + 1] = hits / cutoffs[c]
 
@@ -222,7 +226,7 @@ def evaluate_block(scores, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_
             ranks,
             linear_max,
         )
-        ranks.sort()
+        sort_ascending(ranks)
         _metric_row(ranks, n_cand, cutoffs, table[r])
     return table, nan_rows
 
@@ -237,5 +241,7 @@ def metrics_from_ranks(ranks, te_ptr, n_cand, rows, cutoffs):
     out = np.empty((rows.shape[0], len(BASE_METRICS) + 2 * cutoffs.shape[0]))
     for j in prange(rows.shape[0]):
         r = rows[j]
-        _metric_row(np.sort(ranks[te_ptr[r] : te_ptr[r + 1]]), n_cand[r], cutoffs, out[j])
+        sorted_ranks = ranks[te_ptr[r] : te_ptr[r + 1]].copy()
+        sort_ascending(sorted_ranks)
+        _metric_row(sorted_ranks, n_cand[r], cutoffs, out[j])
     return out

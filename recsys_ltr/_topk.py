@@ -5,11 +5,15 @@ training popularity, the evaluator's tie rule), then the smaller id.  Distances 
 passing their negation.
 
 * :func:`better`, :func:`heap_offer`, :func:`heap_sort_best_first` -- a bounded heap whose root is
-  the worst kept element (O(m log k) over m candidates);
+  the worst kept element (O(m log k) over m candidates); :func:`sort_best_first` and
+  :func:`sort_ascending` -- in-place heap sorts used instead of ``np.sort`` / ``np.argsort`` in
+  kernels, which compile several times slower;
 * :func:`select_best_positive` -- linear-time selection of positive values by a histogram of
   their bit patterns (the similarity kernel's hot path);
 * :func:`top_k_dense` -- the best ``k`` columns of every row of a dense block, with per-row and
   global exclusions (``recommend``, content neighbours, ``similar_items`` of dense models);
+* :func:`top_k_sparse_product` -- the same for the rows of a product of two non-negative CSR
+  matrices, without the dense rows (``recommend`` of the neighbourhood models);
 * :func:`top_k_sparse` -- the best ``k`` stored entries of every row of a CSR matrix
   (``similar_items`` of sparse models, ``ktrunc``).
 """
@@ -29,8 +33,11 @@ __all__ = [
     "rank_dense_rows",
     "rank_sparse_rows",
     "select_best_positive",
+    "sort_ascending",
+    "sort_best_first",
     "top_k_dense",
     "top_k_sparse",
+    "top_k_sparse_product",
 ]
 
 #: Bound on one dense block of scores or distances held at once (32 MiB of float64).
@@ -95,6 +102,40 @@ def heap_sort_best_first(heap, size, primary, secondary):
         _sift_down(heap, last, 0, primary, secondary)
 
 
+@njit(cache=True)
+def sort_best_first(ids, primary, secondary):
+    """Sort the ids ``ids`` in place, best first (heap sort: O(m log m), and it compiles in a
+    fraction of the time of ``np.sort`` + a stable ``np.argsort``, which matters on first use)."""
+    for t in range(ids.shape[0]):
+        heap_offer(ids, t, ids[t], primary, secondary)  # in-place heapify: ids[t:] not yet read
+    heap_sort_best_first(ids, ids.shape[0], primary, secondary)
+
+
+@njit(cache=True)
+def sort_ascending(a):
+    """Sort the integers ``a`` in place, ascending (heap sort, for the same compile-time reason)."""
+    n = a.shape[0]
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down_max(a, n, start)
+    for last in range(n - 1, 0, -1):
+        a[0], a[last] = a[last], a[0]
+        _sift_down_max(a, last, 0)
+
+
+@njit(cache=True)
+def _sift_down_max(a, size, pos):
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            return
+        if child + 1 < size and a[child + 1] > a[child]:
+            child += 1
+        if a[child] <= a[pos]:
+            return
+        a[pos], a[child] = a[child], a[pos]
+        pos = child
+
+
 # ------------------------------------------------------------------------------ linear-time selection
 @njit(cache=True)
 def _kth_largest(a, m, k):
@@ -125,14 +166,23 @@ def _kth_largest(a, m, k):
     return a[target]
 
 
+@njit(cache=True, inline="always")
+def _copy(src, dst, start, m):
+    """``dst[start:start + m] = src[:m]`` without the slice assignment's shape check (whose error
+    message alone takes seconds to compile)."""
+    for t in range(m):
+        dst[start + t] = src[t]
+
+
 @njit(cache=True)
 def _take_best(cand, vals, m, need, out, start, scratch):
     """Write the best ``need <= m`` of ``cand[:m]`` (values ``vals[:m]``, ties: smaller id) to
     ``out[start:start + need]`` in no particular order.  Reorders the prefix of ``cand``."""
     if need == m:
-        out[start : start + m] = cand[:m]
+        _copy(cand, out, start, m)
         return
-    scratch[:m] = vals[:m]
+    for t in range(m):
+        scratch[t] = vals[t]
     kth = _kth_largest(scratch, m, need)
     pos = start
     n_ties = 0
@@ -143,8 +193,10 @@ def _take_best(cand, vals, m, need, out, start, scratch):
         elif vals[t] == kth:
             cand[n_ties] = cand[t]  # t >= n_ties: that part of the prefix is already read
             n_ties += 1
-    ties = np.sort(cand[:n_ties])
-    out[pos : start + need] = ties[: start + need - pos]
+    ties = cand[:n_ties]
+    sort_ascending(ties)
+    for t in range(start + need - pos):
+        out[pos + t] = ties[t]
 
 
 # Histogram pre-selection: the bit pattern of a positive double increases with its value, so
@@ -188,9 +240,8 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
         _take_best(cand, vals, n_edge, k - size, out, size, scratch)
         m = k
     else:
-        out[:m] = cand[:m]
-    ids = np.sort(out[:m])  # then a stable sort by value: ties stay in id order
-    out[:m] = ids[np.argsort(-primary[ids], kind="mergesort")]
+        _copy(cand, out, 0, m)
+    sort_best_first(out[:m], primary, primary)  # value, then smaller id
     return m
 
 
@@ -252,6 +303,81 @@ def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, o
         for t in range(size):
             out_ids[i, t] = indices[lo + heap[t]]
         out_count[i] = size
+
+
+@njit(parallel=True, cache=True)
+def top_k_sparse_product(
+    r_indptr,
+    r_indices,
+    r_data,
+    b_indptr,
+    b_indices,
+    b_data,
+    ex_indptr,
+    ex_indices,
+    excluded,
+    secondary,
+    fill,
+    n_chunks,
+    out_ids,
+    out_scores,
+):
+    """:func:`top_k_dense` (``drop_zero`` and ``drop_nonfinite`` off) of the rows of ``R @ B`` for
+    CSR ``R`` and ``B`` with non-negative values, without the dense rows: each row is scattered
+    into an accumulator and only its touched columns are ranked; the columns scoring 0 follow in
+    the order ``fill`` (every column by ``secondary`` descending, then smaller id; empty: columns
+    scoring 0 are left out, as ``drop_zero`` would).  Scores are
+    summed in the order of :func:`recsys_ltr.models.base.sparse_dense_product`: bitwise equal.
+    Rows are dealt to ``n_chunks`` strided chunks (several per thread: a thread slowed by another
+    process on its core holds up less of the loop)."""
+    n_rows = r_indptr.shape[0] - 1
+    n_cols = excluded.shape[0]
+    n_out = out_ids.shape[1]
+    for c in prange(n_chunks):
+        acc = np.zeros(n_cols)
+        seen = np.zeros(n_cols, np.bool_)
+        touched = np.empty(n_cols, np.int64)
+        skip = excluded.copy()
+        heap = np.empty(n_out, np.int64)
+        for r in range(c, n_rows, n_chunks):  # strided: heavy rows clustered by id are shared out
+            for p in range(ex_indptr[r], ex_indptr[r + 1]):
+                skip[ex_indices[p]] = True
+            n_touched = 0
+            for p in range(r_indptr[r], r_indptr[r + 1]):
+                j = r_indices[p]
+                x = r_data[p]
+                for q in range(b_indptr[j], b_indptr[j + 1]):
+                    i = b_indices[q]
+                    if not seen[i]:
+                        seen[i] = True
+                        touched[n_touched] = i
+                        n_touched += 1
+                    acc[i] += x * b_data[q]
+            size = 0
+            for t in range(n_touched):
+                i = touched[t]
+                if acc[i] > 0.0 and not skip[i]:
+                    size = heap_offer(heap, size, i, acc, secondary)
+            heap_sort_best_first(heap, size, acc, secondary)
+            for t in range(size):
+                out_ids[r, t] = heap[t]
+                out_scores[r, t] = acc[heap[t]]
+            pos = 0
+            while size < n_out and pos < fill.shape[0]:
+                i = fill[pos]
+                pos += 1
+                if not skip[i] and not acc[i] > 0.0:
+                    out_ids[r, size] = i
+                    out_scores[r, size] = 0.0
+                    size += 1
+            for t in range(size, n_out):
+                out_ids[r, t] = -1
+                out_scores[r, t] = -np.inf
+            for t in range(n_touched):
+                acc[touched[t]] = 0.0
+                seen[touched[t]] = False
+            for p in range(ex_indptr[r], ex_indptr[r + 1]):
+                skip[ex_indices[p]] = excluded[ex_indices[p]]
 
 
 # ------------------------------------------------------------------------------ Python helpers

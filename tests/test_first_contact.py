@@ -1,7 +1,9 @@
 """What a new user meets first: the main job's outputs and messages, its help, its charts, and
 progress bars on long fits (on when asked, or in a terminal; silent otherwise)."""
 
+import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -214,3 +216,21 @@ def test_the_run_bar_replaces_the_fits_bars(monkeypatch):
     runner.run_experiment(X, ["item-p"], folds=1, show_progress=False)
     fitted = [m for m in seen if hasattr(m, "user_items_")]
     assert fitted and all(m.show_progress is False for m in fitted)
+
+
+# ----------------------------------------------------------------------------- first compile
+@pytest.mark.parametrize("silenced", [False, True])
+def test_a_one_line_notice_appears_once_and_only_while_kernels_compile(tmp_path, silenced):
+    from recsys_ltr._compile_notice import MESSAGE
+
+    script = (
+        "import numpy as np\n"
+        "from recsys_ltr._topk import sort_ascending, sort_best_first\n"
+        "sort_ascending(np.array([3, 1, 2]))\n"
+        "sort_best_first(np.array([1, 0]), np.array([0.5, 1.0]), np.zeros(2))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "RECSYS_LTR_COMPILE_NOTICE": "10"[silenced]}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    first, second = (r.stderr.count(MESSAGE) for r in runs)
+    assert (first, second) == ((0, 0) if silenced else (1, 0))  # cold cache: once; warm cache: never

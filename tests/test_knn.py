@@ -7,6 +7,7 @@ from _helpers import brute_knn, brute_similarity, random_feedback, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recsys_ltr._topk import sort_ascending, sort_best_first
 from recsys_ltr.neighbors.knn import cosine_knn, ktrunc, truncate_rows, weighted_cosine_knn
 
 pytestmark = pytest.mark.kernels
@@ -129,3 +130,20 @@ def test_bad_inputs():
         ktrunc([[1.0]], 1)
     with pytest.raises(TypeError, match="numeric"):
         ktrunc([["a"]], 1)
+
+
+# ----------------------------------------------------------------------------- the kernels' sorts
+@pytest.mark.kernels
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=0, max_size=40), st.lists(st.integers(-3, 3), min_size=40, max_size=40))
+def test_heap_sorts_equal_numpy_sorts_with_ties(levels, seconds):
+    n = len(levels)
+    primary = np.array(levels, dtype=np.float64) / 2.0
+    secondary = np.array(seconds[:n], dtype=np.int64)
+    ids = np.random.default_rng(n).permutation(n).astype(np.int64)
+    sort_best_first(ids, primary, secondary)
+    ref = np.lexsort((np.arange(n), -secondary, -primary))  # score desc, secondary desc, id asc
+    np.testing.assert_array_equal(ids, ref)
+    values = np.array(seconds[:n], dtype=np.int64)
+    sort_ascending(values)
+    np.testing.assert_array_equal(values, np.sort(np.array(seconds[:n])))

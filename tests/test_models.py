@@ -395,3 +395,71 @@ def test_estimator_conventions_and_threads():
     one = model.fit(D).score(np.arange(25))
     two = clone(model).set_params(num_threads=2).fit(D).score(np.arange(25))
     np.testing.assert_array_equal(one, two)
+
+
+# ----------------------------------------------------------------------------- sparse recommend
+@pytest.mark.kernels
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.sampled_from(["item", "user", "user-recalc", "rp3", "slim", "kunn-i", "kunn-u"]),
+    st.integers(1, 30),
+    st.booleans(),
+    st.sampled_from([None, "filter", "items"]),
+)
+def test_recommend_of_neighbourhood_models_ranks_the_sparse_product_like_brute_force(seed, kind, N, liked, restrict):
+    """The sparse top-N path (no dense score rows) against a brute-force ranking of the dense
+    scores: the same ids in the same order and bitwise-equal scores, zero scores included."""
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(random_feedback(rng, 12, 9, density=0.3))
+    make = {
+        "item": lambda: ItemKNN(k=3),
+        "user": lambda: UserKNN(k=3),
+        "user-recalc": lambda: UserKNN(k=3),
+        "rp3": lambda: RP3beta(k=3),
+        "slim": lambda: SLIM(k=4),
+        "kunn-i": lambda: KUNN(k=3, side="item"),
+        "kunn-u": lambda: KUNN(k=3, side="user"),
+    }[kind]
+    model = make().fit(X)
+    users = np.arange(X.shape[0])
+    extra = rng.choice(9, 3, replace=False)
+    kwargs = {"filter_items": extra} if restrict == "filter" else {"items": extra} if restrict == "items" else {}
+    recalc = kind == "user-recalc"
+    ids, scores = model.recommend(
+        users, X, N=N, filter_already_liked_items=liked, recalculate_user=recalc, **kwargs
+    )  # fmt: skip
+    R, B = model._score_product(X, users, recalc)
+    dense = (R @ B).toarray()
+    for u in users:
+        out = set(X[u].indices) if liked else set()
+        out |= set(extra) if restrict == "filter" else set(range(9)) - set(extra) if restrict == "items" else set()
+        want = brute_top_n(dense[u], model.item_popularity_, N, out)
+        got = [i for i in ids[u] if i >= 0]
+        assert got == want
+        np.testing.assert_array_equal(scores[u, : len(got)], dense[u, want])
+
+
+@pytest.mark.kernels
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.sampled_from(["item", "rp3", "slim", "kunn"]),
+    st.integers(1, 12),
+    st.sampled_from([None, "filter", "items"]),
+)
+def test_similar_items_of_sparse_affinities_rank_like_brute_force(seed, kind, N, restrict):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(random_feedback(rng, 12, 9, density=0.3))
+    make = {"item": ItemKNN, "rp3": RP3beta, "slim": lambda k: SLIM(k=k + 1), "kunn": KUNN}[kind]
+    model = make(k=3).fit(X)
+    S = model._item_similarity_matrix().toarray()
+    extra = rng.choice(9, 3, replace=False)
+    kwargs = {"filter_items": extra} if restrict == "filter" else {"items": extra} if restrict == "items" else {}
+    ids, scores = model.similar_items(np.arange(9), N=N, **kwargs)
+    for i in range(9):
+        out = set(extra) if restrict == "filter" else set(range(9)) - set(extra) if restrict == "items" else set()
+        want = sorted((j for j in range(9) if j != i and j not in out and S[i, j] != 0), key=lambda j: (-S[i, j], j))
+        got = [j for j in ids[i] if j >= 0]
+        assert got == want[:N]
+        np.testing.assert_array_equal(scores[i, : len(got)], S[i, got])

@@ -25,6 +25,7 @@ A fitted model answers from its fitted state and the parameters it was fitted wi
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -35,7 +36,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _topk
 from .._io import Persistable
 from .._progress import progress_enabled
-from .._topk import top_k_dense
+from .._topk import top_k_dense, top_k_sparse_product
 from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
 
 _ID_MAX = np.iinfo(np.int64).max
@@ -152,7 +153,12 @@ class Recommender(Persistable, BaseEstimator):
 
     def _score_rows(self, rows, ids, recalculate):
         """Dense scores for the canonical user rows ``rows`` standing for users ``ids``."""
-        raise NotImplementedError
+        return sparse_dense_product(*self._score_product(rows, ids, recalculate))
+
+    def _score_product(self, rows, ids, recalculate):
+        """``(R, B)``, canonical CSR, when the scores of ``rows`` are ``R @ B`` (neighbourhood
+        models), so that ``recommend`` ranks them sparsely; ``None`` otherwise."""
+        return None
 
     @property
     def n_users_(self) -> int:
@@ -234,8 +240,12 @@ class Recommender(Persistable, BaseEstimator):
         n_out = min(N, self.n_items_ if items is None else int(np.count_nonzero(~excluded)))
         out_ids = np.empty((len(ids), n_out), np.int64)
         out_scores = np.empty((len(ids), n_out))
-        step = max(1, _topk.BLOCK_FLOATS // self.n_items_)
         with numba_threads(self.num_threads):
+            product = self._score_product(scored, ids, recalculate_user)
+            if product is not None and product[1].data.min(initial=0.0) >= 0.0:
+                self._top_n_of_product(*product, liked, excluded, out_ids, out_scores)
+                return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
+            step = max(1, _topk.BLOCK_FLOATS // self.n_items_)
             for lo in range(0, len(ids), step):
                 block = slice(lo, lo + step)
                 scores = np.ascontiguousarray(
@@ -254,6 +264,15 @@ class Recommender(Persistable, BaseEstimator):
                     out_scores[block],
                 )
         return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
+
+    def _top_n_of_product(self, R, B, liked, excluded, out_ids, out_scores):
+        """``recommend``'s ranking of the scores ``R @ B`` (non-negative CSR) without dense blocks."""
+        fill = np.lexsort((np.arange(self.n_items_), -self.item_popularity_))
+        top_k_sparse_product(
+            R.indptr, R.indices, R.data, B.indptr, B.indices, B.data,
+            liked.indptr.astype(INDEX_DTYPE, copy=False), liked.indices.astype(INDEX_DTYPE, copy=False),
+            excluded, self.item_popularity_, fill, min(R.shape[0], 8 * numba.get_num_threads()), out_ids, out_scores,
+        )  # fmt: skip
 
     @staticmethod
     def _excluded(filter_ids, only_ids, n, what) -> np.ndarray:
@@ -338,6 +357,9 @@ class Recommender(Persistable, BaseEstimator):
             if item_users is not None:
                 raise ValueError("item_users is used only with recalculate_item=True")
             ids = check_ids(itemid, self.n_items_, "itemid")
+            S = self._item_similarity_matrix()
+            if S is not None and S.data.min(initial=0.0) >= 0.0:
+                return self._rank_similar_sparse(S, ids, N, excluded, np.ndim(itemid) == 0)
             rows_of, positions = self._item_similarity_rows, ids
         return self._rank_similar(rows_of, positions, ids, N, excluded, self.n_items_, np.ndim(itemid) == 0)
 
@@ -379,6 +401,27 @@ class Recommender(Persistable, BaseEstimator):
                     out_scores[chunk],
                 )
         return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
+
+    def _rank_similar_sparse(self, S, ids, N, excluded, scalar):
+        """``similar_items`` over the CSR similarity rows ``S`` (non-negative, zeros left out), ranked
+        without dense rows: the product of a row selector with ``S``, the item itself excluded."""
+        n = self.n_items_
+        n_out = min(N, max(1, n - 1))
+        out_ids = np.empty((len(ids), n_out), np.int64)
+        out_scores = np.empty((len(ids), n_out))
+        ptr = np.arange(len(ids) + 1, dtype=INDEX_DTYPE)
+        own = ids.astype(INDEX_DTYPE)
+        with numba_threads(self.num_threads):
+            top_k_sparse_product(
+                ptr, own, np.ones(len(ids)), S.indptr, S.indices, S.data, ptr, own, excluded, np.zeros(n),
+                np.empty(0, np.int64), min(len(ids), 8 * numba.get_num_threads()), out_ids, out_scores,
+            )  # fmt: skip
+        return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
+
+    def _item_similarity_matrix(self):
+        """The CSR matrix whose rows :meth:`_item_similarity_rows` returns densely, for models that
+        store it sparsely and leave zero similarities out; ``None`` otherwise."""
+        return None
 
     def _item_similarity_rows(self, items) -> np.ndarray:
         """Dense similarities of ``items`` to every item (default: the item affinity's rows)."""

@@ -68,8 +68,10 @@ class _Neighborhood(PrefixK, Recommender):
             k = self._param("k")
             setattr(self, name, self._build_affinity(X, k, side, self.num_threads, self._progress()))
 
-    def _score_rows(self, rows, ids, recalculate):
-        return self._item_part(rows) if self.uses_items else self._user_part(rows, ids, recalculate)
+    def _score_product(self, rows, ids, recalculate):
+        if self.uses_items:
+            return rows, self.item_scorer_
+        return self._user_neighbor_rows(rows, ids, recalculate), self.user_items_
 
     def _item_affinity(self):
         return self.item_affinity_ if self.uses_items else super()._item_affinity()
@@ -109,12 +111,17 @@ class _Neighborhood(PrefixK, Recommender):
 
     def _user_part(self, rows, ids, recalculate):
         """``[ktrunc(A_user)]_u . i`` for every item: neighbours' rows weighted by affinity."""
+        return sparse_dense_product(self._user_neighbor_rows(rows, ids, recalculate), self.user_items_)
+
+    def _user_neighbor_rows(self, rows, ids, recalculate):
+        """The users' truncated neighbour rows (recomputed from ``rows`` with ``recalculate``)."""
         if recalculate:
             query_ids = np.where(ids < self.n_users_, ids, -1)
-            S = _knn_query(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
-        else:
-            S = self.user_neighbors_[ids]
-        return sparse_dense_product(S, self.user_items_)
+            return _knn_query(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
+        return self.user_neighbors_[ids]
+
+    def _item_similarity_matrix(self):
+        return self.item_affinity_.matrix if self.uses_items else None
 
     def _item_similarity_rows(self, items):
         if self.uses_items:
@@ -259,6 +266,9 @@ class KUNN(_Neighborhood):
         super()._prepare()
         # 1/sqrt(c(i)) of Eq. (4.4); the placeholder 1 of an unseen item multiplies a zero column
         self.item_factor_ = kunn_weights(self.user_items_)
+
+    def _score_product(self, rows, ids, recalculate):
+        return None if self._param("side") == "both" else super()._score_product(rows, ids, recalculate)
 
     def _score_rows(self, rows, ids, recalculate):
         side = self._param("side")

@@ -7,7 +7,7 @@ import numpy as np
 from .._validation import check_positive_int
 from ..neighbors.knn import check_k
 from ..neighbors.rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
-from .base import Recommender, sparse_dense_product
+from .base import Recommender
 from .neighborhood import PrefixK
 
 __all__ = ["RP3beta"]
@@ -77,8 +77,11 @@ class RP3beta(PrefixK, Recommender):
     def _k_limit(self) -> int:
         return int(np.diff(self.similarity_.indptr).max(initial=1)) if self.similarity_.nnz else self.n_items_ - 1
 
-    def _score_rows(self, rows, ids, recalculate):
-        return sparse_dense_product(rows, self.W_)
+    def _score_product(self, rows, ids, recalculate):
+        return rows, self.W_
+
+    def _item_similarity_matrix(self):
+        return self.W_
 
     def _item_similarity_rows(self, items):
         return self.W_[items].toarray()

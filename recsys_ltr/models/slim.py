@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from ..neighbors.affinity import _slim_affinity
 from ..neighbors.knn import check_k
 from ..neighbors.slim import check_slim_params
-from .base import Recommender, sparse_dense_product
+from .base import Recommender
 
 __all__ = ["SLIM"]
 
@@ -86,8 +86,11 @@ class SLIM(Recommender):
         W.eliminate_zeros()
         self.W_ = W
 
-    def _score_rows(self, rows, ids, recalculate):
-        return sparse_dense_product(rows, self.W_)
+    def _score_product(self, rows, ids, recalculate):
+        return rows, self.W_
 
     def _item_affinity(self):
         return self.item_affinity_
+
+    def _item_similarity_matrix(self):
+        return self.item_affinity_.matrix
