@@ -1,0 +1,63 @@
+"""Does FEBR win?  The best of FEBR-stack / FEBR-rerank against the best other method, per data set
+and protocol, from the unit cache of ``python -m recsys_ltr.eval`` runs.
+
+For ADG and MAP: the mean over folds of the best FEBR variant and of the best other method (each
+tuned by the same CLI run), and a paired Wilcoxon signed-rank test of the two over the test users
+pooled over folds (the CLI's own test compares the best method with the runner-up, which is often
+the other FEBR variant).  Run after the CLI commands of ``eval/results/README.md``::
+
+    python benchmarks/febr_wins.py [--results eval/results] [--datasets movielens-100k,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import wilcoxon
+
+FEBR = ("FEBR-stack", "FEBR-rerank")
+METRICS = ("ADG", "MAP")
+
+
+def load_units(cache: Path, protocol: str) -> dict[str, dict[int, dict]]:
+    """``{method: {fold: result}}`` of the finished units of one protocol."""
+    units: dict[str, dict[int, dict]] = {}
+    for path in cache.glob(f"*-{protocol}-*.json"):
+        if not path.name.endswith(".trials.json"):
+            result = json.loads(path.read_text())["result"]
+            units.setdefault(result["method"], {})[result["fold"]] = result
+    return units
+
+
+def compare(units, metric):
+    """(best other, its mean, best FEBR, its mean, Wilcoxon p) for ``metric``."""
+    mean = {m: np.mean([r["test"][metric] for r in folds.values()]) for m, folds in units.items()}
+    other = max((m for m in units if m not in FEBR), key=mean.get)
+    febr = max((m for m in FEBR if m in units), key=mean.get)
+    per_user = [np.concatenate([units[m][f]["per_user"][metric] for f in sorted(units[m])]) for m in (febr, other)]
+    return other, mean[other], febr, mean[febr], wilcoxon(*per_user).pvalue
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=Path("eval/results"))
+    parser.add_argument("--datasets", default="movielens-100k,movielens-1m-implicit,lastfm-2k,citeulike-a,msweb")
+    args = parser.parse_args()
+    print("| data set, protocol | metric | best other | best FEBR | p (FEBR vs other) |\n|---|---|---|---|---:|")
+    for dataset in args.datasets.split(","):
+        for protocol in ("standard", "novelty"):
+            units = load_units(args.results / dataset / "cache", protocol)
+            folds = {len(f) for f in units.values()}
+            if not any(m in units for m in FEBR) or len(folds) != 1:
+                print(f"| {dataset}, {protocol} | | not run (or unfinished) | | |")
+                continue
+            for metric in METRICS:
+                other, o, febr, f, p = compare(units, metric)
+                print(f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f} | {p:.2g} |")
+
+
+if __name__ == "__main__":
+    main()
