@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._topk import sort_ascending, sort_best_first
+from ._topk import clear_row, scatter_row, sort_ascending, sort_best_first
 
 # Column order of the metric kernel's output; cutoff metrics follow, REC@k then P@k per cutoff.
 BASE_METRICS = ("ADG", "ATOP", "MAP", "NDCG", "AUC", "MRR")
@@ -71,6 +71,21 @@ def _is_noncandidate(i, tr_idx, ex_idx, ptr):
     return hit
 
 
+@njit(cache=True, inline="always")
+def _bucket(s_sorted, t_sorted, s, t, cnt):
+    """``cnt[p] += 1`` for the key (s, t), p = number of the sorted keys preceding it (a branch-free
+    binary search): after all keys, sorted key q is preceded by ``cnt[:q + 1].sum()`` of them."""
+    base = 0
+    size = s_sorted.shape[0]
+    while size > 1:
+        half = size >> 1
+        if _precedes(s_sorted[base + half], t_sorted[base + half], s, t):
+            base += half
+        size -= half
+    base += _precedes(s_sorted[base], t_sorted[base], s, t)
+    cnt[base] += 1
+
+
 @njit(cache=True)
 def _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, out):
     """Number of candidates preceding each test item, into ``out``, in O(n_items log m).
@@ -98,15 +113,7 @@ def _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, out):
         t = tiebreak[i]
         if _precedes(s_last, t_last, s, t):
             continue  # preceded by every test item: precedes none
-        base = 0  # branch-free lower bound: number of sorted test items preceding i
-        size = m
-        while size > 1:
-            half = size >> 1
-            if _precedes(s_sorted[base + half], t_sorted[base + half], s, t):
-                base += half
-            size -= half
-        base += _precedes(s_sorted[base], t_sorted[base], s, t)
-        cnt[base] += 1
+        _bucket(s_sorted, t_sorted, s, t, cnt)
     before = -1  # the test item itself falls in its own bucket
     for q in range(m):
         before += cnt[q]
@@ -245,3 +252,86 @@ def metrics_from_ranks(ranks, te_ptr, n_cand, rows, cutoffs):
         sort_ascending(sorted_ranks)
         _metric_row(sorted_ranks, n_cand[r], cutoffs, out[j])
     return out
+
+
+# ------------------------------------------------------------------------------ sparse scores
+@njit(cache=True)
+def _product_ranks(acc, touched, skip, tiebreak, te, tr, ex):
+    """Ascending ranks of the test items ``te`` for the scores ``acc`` of one row of ``R @ B``
+    (non-negative: the columns outside ``touched`` score 0), in O((touched + non-candidates) log m).
+
+    ``skip`` flags the non-candidates (``tr`` and ``ex``) and is cleared here.  Positive-score
+    candidates are bucketed among the sorted test items as in :func:`_count_by_buckets`.  A test
+    item j scoring 0 is also preceded by the zero-score candidates with a smaller tiebreak:
+    ``t_j`` items in all have one, minus those scoring > 0 and the zero-score non-candidates.
+    """
+    m = te.shape[0]
+    perm = np.arange(m)
+    s_te = acc[te]
+    t_te = tiebreak[te]
+    sort_best_first(perm, s_te, -t_te)
+    s_sorted = s_te[perm]
+    t_sorted = t_te[perm]
+    cnt = np.zeros(m + 1, np.int64)
+    for i in touched:
+        if acc[i] > 0.0 and not skip[i]:
+            _bucket(s_sorted, t_sorted, acc[i], tiebreak[i], cnt)
+    q0 = 0  # test items scoring > 0 come first
+    while q0 < m and s_sorted[q0] > 0.0:
+        q0 += 1
+    zero_s = np.zeros(m - q0)
+    zero_t = t_sorted[q0:]
+    below = np.zeros(m - q0 + 1, np.int64)  # items with a smaller tiebreak than a zero-score test item
+    if q0 < m:
+        for i in touched:
+            if acc[i] > 0.0:
+                _bucket(zero_s, zero_t, 0.0, tiebreak[i], below)
+    for items in (tr, ex):
+        for i in items:
+            if skip[i]:  # each non-candidate once (train and exclude may overlap)
+                skip[i] = False
+                if q0 < m and not acc[i] > 0.0:
+                    _bucket(zero_s, zero_t, 0.0, tiebreak[i], below)
+    ranks = np.empty(m, np.int64)
+    before = 0
+    for q in range(m):
+        before += cnt[q]
+        ranks[q] = before - 1 if q < q0 else before
+    smaller = 0
+    for q in range(q0, m):
+        smaller += below[q - q0]
+        ranks[q] += t_sorted[q] - smaller
+    return ranks
+
+
+@njit(cache=True, parallel=True)
+def evaluate_product_block(
+    r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_idx,
+    cutoffs, n_chunks,
+):  # fmt: skip
+    """:func:`evaluate_block` for the scores ``R @ B`` (CSR, non-negative values) without dense rows:
+    each row is scattered into an accumulator and only its touched columns, the non-candidates and
+    the test items are visited.  Same sums as the dense product, hence the same table bit for bit.
+    Rows are dealt to ``n_chunks`` strided chunks, each with its own O(n_items) scratch."""
+    n_rows = r_indptr.shape[0] - 1
+    n = tiebreak.shape[0]
+    table = np.empty((n_rows, len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    for c in prange(n_chunks):
+        acc = np.zeros(n)
+        seen = np.zeros(n, np.bool_)
+        skip = np.zeros(n, np.bool_)
+        touched = np.empty(n, np.int64)
+        for r in range(c, n_rows, n_chunks):
+            tr = tr_idx[tr_ptr[r] : tr_ptr[r + 1]]
+            ex = ex_idx[ex_ptr[r] : ex_ptr[r + 1]]
+            n_non = 0
+            for items in (tr, ex):
+                for i in items:
+                    n_non += not skip[i]
+                    skip[i] = True
+            n_touched = scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched)
+            te = te_idx[te_ptr[r] : te_ptr[r + 1]]
+            ranks = _product_ranks(acc, touched[:n_touched], skip, tiebreak, te, tr, ex)
+            clear_row(acc, seen, touched, n_touched)
+            _metric_row(ranks, n - n_non, cutoffs, table[r])
+    return table

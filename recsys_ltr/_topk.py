@@ -20,6 +20,7 @@ passing their negation.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -256,6 +257,8 @@ def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, d
     with id ``-1`` and score ``-inf``.  Inputs are trusted (ids in range, shapes matching).
     """
     n_out = out_ids.shape[1]
+    if n_out == 0:
+        return
     for r in prange(scores.shape[0]):
         skip = excluded.copy()
         for p in range(ex_indptr[r], ex_indptr[r + 1]):
@@ -263,13 +266,18 @@ def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, d
         row = scores[r]
         heap = np.empty(n_out, np.int64)
         size = 0
+        worst = -np.inf  # score of the heap's root once full: most columns fail this one test
         for i in range(row.shape[0]):
             v = row[i]
+            if v < worst:
+                continue
             if skip[i] or (drop_zero and v == 0.0) or (drop_nonfinite and not np.isfinite(v)):
                 continue
             if size == n_out and not better(i, heap[0], row, secondary):
                 continue
             size = heap_offer(heap, size, i, row, secondary)
+            if size == n_out:
+                worst = row[heap[0]]
         heap_sort_best_first(heap, size, row, secondary)
         for t in range(size):
             out_ids[r, t] = heap[t]
@@ -303,6 +311,33 @@ def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, o
         for t in range(size):
             out_ids[i, t] = indices[lo + heap[t]]
         out_count[i] = size
+
+
+@njit(cache=True)
+def scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched):
+    """Add row ``r`` of ``R @ B`` (CSR ``R``, ``B``) into the zeroed accumulator ``acc``, in the order
+    of :func:`recsys_ltr.models.base.sparse_dense_product` (bitwise equal sums); the columns first
+    touched are appended to ``touched`` (flagged in ``seen``).  Returns their number."""
+    n_touched = 0
+    for p in range(r_indptr[r], r_indptr[r + 1]):
+        j = r_indices[p]
+        x = r_data[p]
+        for q in range(b_indptr[j], b_indptr[j + 1]):
+            i = b_indices[q]
+            if not seen[i]:
+                seen[i] = True
+                touched[n_touched] = i
+                n_touched += 1
+            acc[i] += x * b_data[q]
+    return n_touched
+
+
+@njit(cache=True)
+def clear_row(acc, seen, touched, n_touched):
+    """Zero what :func:`scatter_row` wrote, in O(touched columns)."""
+    for t in range(n_touched):
+        acc[touched[t]] = 0.0
+        seen[touched[t]] = False
 
 
 @njit(parallel=True, cache=True)
@@ -342,17 +377,7 @@ def top_k_sparse_product(
         for r in range(c, n_rows, n_chunks):  # strided: heavy rows clustered by id are shared out
             for p in range(ex_indptr[r], ex_indptr[r + 1]):
                 skip[ex_indices[p]] = True
-            n_touched = 0
-            for p in range(r_indptr[r], r_indptr[r + 1]):
-                j = r_indices[p]
-                x = r_data[p]
-                for q in range(b_indptr[j], b_indptr[j + 1]):
-                    i = b_indices[q]
-                    if not seen[i]:
-                        seen[i] = True
-                        touched[n_touched] = i
-                        n_touched += 1
-                    acc[i] += x * b_data[q]
+            n_touched = scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched)
             size = 0
             for t in range(n_touched):
                 i = touched[t]
@@ -373,14 +398,18 @@ def top_k_sparse_product(
             for t in range(size, n_out):
                 out_ids[r, t] = -1
                 out_scores[r, t] = -np.inf
-            for t in range(n_touched):
-                acc[touched[t]] = 0.0
-                seen[touched[t]] = False
+            clear_row(acc, seen, touched, n_touched)
             for p in range(ex_indptr[r], ex_indptr[r + 1]):
                 skip[ex_indices[p]] = excluded[ex_indices[p]]
 
 
 # ------------------------------------------------------------------------------ Python helpers
+def strided_chunks(n_rows: int) -> int:
+    """Chunks a row kernel deals ``n_rows`` rows to: several per numba thread, so that a thread slowed
+    by another process on its core holds up little of the loop."""
+    return min(n_rows, 8 * numba.get_num_threads())
+
+
 def rank_sparse_rows(S: sp.csr_matrix, n_out: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``n_out`` largest non-zero entries of every row of the canonical CSR ``S``, ties by
     smaller column, as ``(ids, scores)`` of shape ``(n_rows, n_out)`` padded with ``-1``/``-inf``."""

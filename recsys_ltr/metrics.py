@@ -50,8 +50,8 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from recsys_ltr import _ranking
-from recsys_ltr._ranking import BASE_METRICS, evaluate_block, metrics_from_ranks, rank_block
+from recsys_ltr import _ranking, _topk
+from recsys_ltr._ranking import BASE_METRICS, evaluate_block, evaluate_product_block, metrics_from_ranks, rank_block
 from recsys_ltr._validation import (
     INDEX_DTYPE,
     check_bool,
@@ -252,7 +252,7 @@ def evaluate_checked(
     starts = range(0, len(eval_users), task_size)
     # a task carries its users' rows; the scorer and what every block reads are shipped once
     blocks = (_user_rows(eval_users[s : s + task_size], train, test, exclude) for s in starts)
-    shared = _EvaluationInputs(score_fn, tiebreak, cutoffs, num_threads, batch_size)
+    shared = _EvaluationInputs(score_fn, _product_function(score_fn), tiebreak, cutoffs, num_threads, batch_size)
     bar = tqdm(total=len(starts), desc="evaluate", unit="task", disable=not show_progress)
     with executor_scope(executor) as ex, bar:
         for position, rows in ex.map(_evaluate_users, blocks, shared):
@@ -267,6 +267,7 @@ class _EvaluationInputs:
     """What every block of :func:`evaluate_checked` reads: shipped once to the workers."""
 
     score_fn: object
+    product_fn: object  # the model's sparse factorisation of its scores, or None
     tiebreak: np.ndarray
     cutoffs: np.ndarray
     num_threads: int
@@ -286,11 +287,24 @@ def _evaluate_users(inputs: _EvaluationInputs, task: tuple) -> np.ndarray:
     with numba_threads(inputs.num_threads):
         for lo in range(0, users.size, inputs.batch_size):
             block = slice(lo, lo + inputs.batch_size)
+            product = None if inputs.product_fn is None else inputs.product_fn(users[block])
+            if product is not None:
+                out[block] = _evaluate_product(product, inputs, *(X[block] for X in rows))
+                continue
             scores = _score_block(inputs.score_fn, users[block], rows[0].shape[1])
             args = _kernel_args(scores, inputs.tiebreak, *(X[block] for X in rows))
             out[block], nan_rows = evaluate_block(*args, inputs.cutoffs)
             _check_nan(nan_rows)
     return out
+
+
+def _evaluate_product(product, inputs: _EvaluationInputs, train, test, exclude) -> np.ndarray:
+    """Metric rows of a block whose scores are ``R @ B`` (non-negative), ranked without dense rows."""
+    R, B = product
+    return evaluate_product_block(
+        R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, inputs.tiebreak,
+        *_csr_parts(train), *_csr_parts(test), *_csr_parts(exclude), inputs.cutoffs, _topk.strided_chunks(R.shape[0]),
+    )  # fmt: skip
 
 
 def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity=None):
@@ -493,6 +507,17 @@ def _score_function(model_or_score_fn):
         "model_or_score_fn must have a score(user_ids) method or be a callable mapping user ids to "
         f"scores, got {type(model_or_score_fn).__name__}"
     )
+
+
+def _product_function(score_fn):
+    """The model's ``_user_score_product`` when ``score_fn`` is the unmodified ``score`` of a
+    recommender (its scores may then be a sparse product, ranked without dense rows), else ``None``."""
+    from recsys_ltr.models.base import Recommender  # lazy: the evaluator does not need the models
+
+    model = getattr(score_fn, "__self__", None)
+    if isinstance(model, Recommender) and score_fn.__func__ is Recommender.score:
+        return model._user_score_product
+    return None
 
 
 def _score_block(score_fn, block: np.ndarray, n_items: int) -> np.ndarray:

@@ -1121,6 +1121,16 @@ def _ltr_data():
     return rng.standard_normal((20, 3)) + y[:, None], y, qid
 
 
+def _lgmml_affinity(**params):
+    """A small LGMMLAffinity (6 items of the base matrix, content = the first 6 rows of the labels data)."""
+    from recsys_ltr.ltr import LGMML
+    from recsys_ltr.neighbors import LGMMLAffinity
+
+    ranker = LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1)
+    base = {"k": 2, "n_candidates": 3, "n_components": 2, "lgmml": ranker, "random_state": 0, "num_threads": 1}
+    return LGMMLAffinity(**{**base, **params})
+
+
 def param_targets() -> dict:
     """name -> (run(params) -> answer, {parameter: domain}): every estimator and parametrised
     function, fitted or called on small fixed data."""
@@ -1263,6 +1273,22 @@ def param_targets() -> dict:
             lambda p: ContentAffinity(**{"k": 2, **p}).fit(Xl).affinity_.matrix,
             {"k": k_item, "bandwidth": optional(real(0, lo_open=True))},
         ),
+        "LGMMLAffinity": (
+            lambda p: _lgmml_affinity(**p).fit(Xl[:6], X7).affinity_.matrix,
+            {
+                "k": k_item,
+                "n_candidates": k_item,
+                "n_components": integer(),
+                "pair": choice("absdiff", "product", "both"),
+                "distance_feature": BOOL,
+                "content_weight": real(0, 1),
+                "relevance_fraction": real(0, 1, lo_open=True),
+                "relevance_scope": choice("all", "candidates"),
+                "bandwidth": optional(real(0, lo_open=True)),
+                "random_state": SEED_OR_GENERATOR,
+                **common,
+            },
+        ),
         "Affinity": (
             lambda p: Affinity(aff.matrix, **{"k_max": aff.k_max, **p}).truncate(1),
             {
@@ -1395,6 +1421,10 @@ def file_models() -> dict:
     out["LGMML"] = (
         lambda: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(Xq, yq, qid),
         lambda m: m.predict(Xq, qid),
+    )
+    out["LGMMLAffinity"] = (
+        lambda: _lgmml_affinity().fit(Xl[:6], base_matrix()),
+        lambda m: (m.affinity_.matrix, m.lgmml_.predict(Xq[:, :2], qid), m.components_),
     )
     return out
 

@@ -25,7 +25,6 @@ A fitted model answers from its fitted state and the parameters it was fitted wi
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -160,6 +159,17 @@ class Recommender(Persistable, BaseEstimator):
         models), so that ``recommend`` ranks them sparsely; ``None`` otherwise."""
         return None
 
+    def _nonnegative_product(self, rows, ids, recalculate):
+        """:meth:`_score_product` when its ``B`` is non-negative (a row's unstored scores are then
+        its lowest, which the sparse rankings rely on); ``None`` otherwise."""
+        product = self._score_product(rows, ids, recalculate)
+        return product if product is not None and product[1].data.min(initial=0.0) >= 0.0 else None
+
+    def _user_score_product(self, ids):
+        """``(R, B)`` with ``R @ B == score(ids)`` and ``B >= 0``, or ``None`` (the evaluator's sparse
+        path); ``ids`` are checked training users."""
+        return self._nonnegative_product(self.user_items_[ids], ids, False)
+
     @property
     def n_users_(self) -> int:
         self._check_fitted()
@@ -241,8 +251,8 @@ class Recommender(Persistable, BaseEstimator):
         out_ids = np.empty((len(ids), n_out), np.int64)
         out_scores = np.empty((len(ids), n_out))
         with numba_threads(self.num_threads):
-            product = self._score_product(scored, ids, recalculate_user)
-            if product is not None and product[1].data.min(initial=0.0) >= 0.0:
+            product = self._nonnegative_product(scored, ids, recalculate_user)
+            if product is not None:
                 self._top_n_of_product(*product, liked, excluded, out_ids, out_scores)
                 return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
             step = max(1, _topk.BLOCK_FLOATS // self.n_items_)
@@ -271,7 +281,7 @@ class Recommender(Persistable, BaseEstimator):
         top_k_sparse_product(
             R.indptr, R.indices, R.data, B.indptr, B.indices, B.data,
             liked.indptr.astype(INDEX_DTYPE, copy=False), liked.indices.astype(INDEX_DTYPE, copy=False),
-            excluded, self.item_popularity_, fill, min(R.shape[0], 8 * numba.get_num_threads()), out_ids, out_scores,
+            excluded, self.item_popularity_, fill, _topk.strided_chunks(R.shape[0]), out_ids, out_scores,
         )  # fmt: skip
 
     @staticmethod
@@ -414,7 +424,7 @@ class Recommender(Persistable, BaseEstimator):
         with numba_threads(self.num_threads):
             top_k_sparse_product(
                 ptr, own, np.ones(len(ids)), S.indptr, S.indices, S.data, ptr, own, excluded, np.zeros(n),
-                np.empty(0, np.int64), min(len(ids), 8 * numba.get_num_threads()), out_ids, out_scores,
+                np.empty(0, np.int64), _topk.strided_chunks(len(ids)), out_ids, out_scores,
             )  # fmt: skip
         return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
 
