@@ -34,10 +34,30 @@ Methods
   weight ``w`` of the learned one), ``w`` and FRML's setting chosen on validation; ``w = 0``
   (Euclidean) is a candidate, so this row equals ``item-p Euclid`` when FRML does not help on
   validation.
+* ``item-p L-GMML``: the same over :class:`~recsys_ltr.neighbors.LGMMLAffinity` (issue 20 sec. 1):
+  L-GMML trained on the warm items (relevance = co-consumption, as FRML's, fraction 0.01)
+  re-ranks each item's ``n_candidates`` nearest content neighbours by the cost
+  ``(1 - w) (-f) + w (content distance)``; pair vector ``|u_q - u_c|`` of the SVD-reduced content
+  (on lastfm-2k seed-0 validation ADG: absdiff .284, product .186, both .213, so absdiff is
+  fixed); pre-selection 150 (validation ADG equal to 300's at half the fit time); 128 components.
+  The content weight ``w`` (``LGMML_CONTENT_WEIGHTS``) and the bandwidth multiple
+  (``LGMML_BANDWIDTHS``) are chosen on validation (one fit, re-weighted from its candidate
+  scores).  lastfm-2k seed-0 validation ADG (Euclid .3087; best bandwidth multiple of each):
+  64 components, L-GMML alone (w = 0) .288, w = .5 .305, .75 .307, .9 .309, content order
+  (w = 1) .309; 128 components .294, .308, .310, .310; 16 components .278 alone.  Tried there
+  without gain (w = 0, 64 components): the pair's content distance as an extra feature
+  (``distance_feature``, .289; .294 at 128), relevance within each query's candidates
+  (``relevance_scope="candidates"``, fractions .05 to .2: .288), ``distance="mahalanobis"``
+  (.291).  Earlier, also without gain: 30 Φ epochs, 100 metrics x 40 queries,
+  ``test_anchors="candidates"``.  The relevance fraction is fixed at 0.01 (the earlier grid
+  (0.01, 0.005) doubled the fits).
+* ``item-p LG+blend``: item-p over :func:`~recsys_ltr.neighbors.blend_affinity` of the
+  ``item-p blend`` affinity and L-GMML's, L-GMML's weight (``LG_BLEND_WEIGHTS``, 0 included:
+  then this row equals ``item-p blend``) chosen on validation.
 * ``oracle pop``: the cold items' TEST counts, a reference only (not a valid method: it reads the
   test set); it shows how much of the task pure popularity explains.
 
-Figures are medians over ``--runs`` seeds (each: new cold split, new FRML seed).  Usage::
+Figures are medians over ``--runs`` seeds (each: new cold split, new FRML and L-GMML seeds).  Usage::
 
     NUMBA_NUM_THREADS=2 python benchmarks/cold_start.py [--datasets lastfm-2k citeulike-a]
         [--runs 3] [--items 3000] [--k 100]
@@ -48,6 +68,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -57,16 +78,24 @@ from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from recsys_ltr.ltr import LGMML
 from recsys_ltr.metric_learning.frml import FRML
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.content import ContentItemKNN
-from recsys_ltr.neighbors.content import ContentAffinity, top_fraction
+from recsys_ltr.neighbors import Affinity, ContentAffinity, LGMMLAffinity, blend_affinity, coconsumption_relevance
+from recsys_ltr.neighbors.content_lgmml import rerank_costs
 
 METRICS = ("ADG", "REC@10")
 COLD_FRACTION = 0.2
 FRML_FIXED = dict(learning_rate=16.0, init="pca", kappa=0.1, max_iter=5000)  # as tuned in bench_frml.py
 FRML_GRID = [dict(n_components=m, relevance=f) for m in (32, 64) for f in (0.05, 0.01)]
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the learned distance (0: Euclidean on tags)
+LGMML_FIXED = dict(n_candidates=150, n_components=128, pair="absdiff")  # chosen on validation (docstring)
+LGMML_RANKER = dict(n_metrics=50, queries_per_metric=20, n_epochs=10)  # LGMML's defaults
+LGMML_GRID = [dict(relevance_fraction=0.01)]
+LGMML_BANDWIDTHS = (0.25, 0.5, 1.0)  # multiples of the median bandwidth (the same ranker: no refit)
+LGMML_CONTENT_WEIGHTS = (0.0, 0.5, 0.75, 0.9)  # weight of the content distance in the re-ranking cost (no refit)
+LG_BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of L-GMML's affinity against the tag + FRML blend's
 
 
 def catalogue(name, n_items, max_tags):
@@ -112,9 +141,16 @@ def fit_frml(train, content, cold, setting, seed, threads):
     params = dict(setting)
     frac = params.pop("relevance")
     warm = np.setdiff1d(np.arange(train.shape[1]), cold)
-    U = normalize(sp.csr_matrix(train.T)[warm])
-    R = top_fraction((U @ U.T).toarray(), frac, exclude_self=True)
+    R = coconsumption_relevance(train, frac, warm)
     return FRML(random_state=seed, num_threads=threads, **FRML_FIXED, **params).fit(content[warm], relevance=R)
+
+
+def with_bandwidth(affinity, c):
+    """The Gaussian affinity ``exp(-s / sigma^2)`` with ``sigma^2`` multiplied by ``c``: what
+    ``LGMMLAffinity(bandwidth=c * bandwidth_)`` gives with the same ranker."""
+    M = affinity.matrix.copy()
+    M.data = M.data ** (1.0 / c)
+    return Affinity(M, affinity.k_max, affinity.kind, affinity.side)
 
 
 class BlendedMetric:
@@ -168,41 +204,77 @@ def cold_metrics(score, train, test, cold, threads, metrics=METRICS):
 
 
 def item_p(content, metric, train, k, threads):
-    affinity = ContentAffinity(k=k, metric=metric).fit(content)
+    return item_p_over(ContentAffinity(k=k, metric=metric).fit(content).affinity_, train, k, threads)
+
+
+def item_p_over(affinity, train, k, threads):
     return ContentItemKNN(affinity, k=k, num_threads=threads).fit(train).score
 
 
+def fit_lgmml(train, content, setting, seed, k, threads):
+    """LGMMLAffinity on the items with training interactions (the warm ones), co-consumption relevance."""
+    ranker = LGMML(**LGMML_RANKER)
+    setting = {key: value for key, value in setting.items() if key != "bandwidth"}  # applied by with_bandwidth
+    model = LGMMLAffinity(k=k, lgmml=ranker, random_state=seed, num_threads=threads, **LGMML_FIXED, **setting)
+    start = time.perf_counter()
+    model.fit(content, train)
+    model.fit_time_ = time.perf_counter() - start
+    return model
+
+
+def reweighted(model, content, weight, c, k):
+    """The affinity ``model`` gives with ``content_weight=weight`` and ``c`` times the median
+    bandwidth, from its candidate scores (no refit)."""
+    S = rerank_costs(*model.candidate_scores(content), k, weight)
+    median = float(np.median(S.data))
+    S.data = np.exp(-S.data / (c * (median if median > 0 else 1.0)))
+    return Affinity.trusted(S, k, "custom", "item")
+
+
 def select(train, content, cold, seed, k, threads):
-    """Choose FRML's setting (``FRML_GRID``) and the blend weight (``BLEND_WEIGHTS``) by ADG on
-    pseudo-cold items: 20% of the warm items whose training interactions are hidden in turn.
-    Returns ``{w: (best setting at w, its validation ADG)}``."""
+    """Choose FRML's setting (``FRML_GRID``), the blend weight (``BLEND_WEIGHTS``), L-GMML's setting
+    (``LGMML_GRID``, ``LGMML_CONTENT_WEIGHTS``, ``LGMML_BANDWIDTHS``) and the weight of L-GMML in its blend with the tag + FRML blend
+    (``LG_BLEND_WEIGHTS``) by ADG on pseudo-cold items: 20% of the warm items whose training
+    interactions are hidden in turn.  Returns ``({w: (best setting at w, its validation ADG)},
+    (L-GMML setting, its ADG), {v: ADG of the L-GMML blend with weight v})``."""
     warm = np.setdiff1d(np.arange(train.shape[1]), cold)
     vtrain, vtest, vcold = cold_split(train, seed + 1000, candidates=warm)
     hidden = np.union1d(cold, vcold)
-    best = {}
+
+    def adg(affinity):
+        score = item_p_over(affinity, vtrain, k, threads)
+        return cold_metrics(score, vtrain, vtest, vcold, threads, ("ADG",))[0]["ADG"]
+
+    best, affinities = {}, {}
     for setting in FRML_GRID:
         frml = fit_frml(vtrain, content, hidden, setting, seed, threads)
         for w in BLEND_WEIGHTS[1:]:
-            adg = cold_metrics(
-                item_p(content, BlendedMetric(frml, w, content), vtrain, k, threads),
-                vtrain,
-                vtest,
-                vcold,
-                threads,
-                ("ADG",),
-            )[0]["ADG"]
-            if adg > best.get(w, (None, -np.inf))[1]:
-                best[w] = (setting, adg)
-    euclid = cold_metrics(item_p(content, None, vtrain, k, threads), vtrain, vtest, vcold, threads, ("ADG",))
-    best[0.0] = (None, euclid[0]["ADG"])
-    return best
+            A = ContentAffinity(k=k, metric=BlendedMetric(frml, w, content)).fit(content).affinity_
+            value = adg(A)
+            if value > best.get(w, (None, -np.inf))[1]:
+                best[w], affinities[w] = (setting, value), A
+    affinities[0.0] = ContentAffinity(k=k).fit(content).affinity_
+    best[0.0] = (None, adg(affinities[0.0]))
+    w_best = max(best, key=lambda w: best[w][1])
+    lgmml = (None, -np.inf)
+    for setting in LGMML_GRID:
+        model = fit_lgmml(vtrain, content, setting, seed, k, threads)  # vtrain: warm minus pseudo-cold
+        for w in LGMML_CONTENT_WEIGHTS:
+            for c in LGMML_BANDWIDTHS:
+                A = reweighted(model, content, w, c, k)
+                value = adg(A)
+                if value > lgmml[1]:
+                    lgmml, lg_affinity = ({**setting, "content_weight": w, "bandwidth": c}, value), A
+    blends = {v: adg(blend_affinity(affinities[w_best], lg_affinity, v, k)) for v in LG_BLEND_WEIGHTS}
+    return best, lgmml, blends
 
 
 def run(name, X, content, seed, k, threads):
     train, test, cold = cold_split(X, seed)
     n_items = X.shape[1]
-    chosen = select(train, content, cold, seed, k, threads)
+    chosen, (lg_setting, _), lg_blends = select(train, content, cold, seed, k, threads)
     w_best = max(chosen, key=lambda w: chosen[w][1])
+    v_best = max(lg_blends, key=lambda v: lg_blends[v])
     frml_setting = chosen[1.0][0]
     frml = fit_frml(train, content, cold, frml_setting, seed, threads)
     blend_setting = chosen[w_best][0]
@@ -212,6 +284,9 @@ def run(name, X, content, seed, k, threads):
         blend = BlendedMetric(frml, w_best, content)
     else:
         blend = BlendedMetric(fit_frml(train, content, cold, blend_setting, seed, threads), w_best, content)
+    lgmml = fit_lgmml(train, content, lg_setting, seed, k, threads)
+    lg_affinity = with_bandwidth(lgmml.affinity_, lg_setting["bandwidth"])
+    blend_affinity_ = ContentAffinity(k=k, metric=blend).fit(content).affinity_
 
     popularity = np.diff(train.tocsc().indptr).astype(np.float64)
     A = ContentAffinity(k=k).fit(content).affinity_.matrix
@@ -222,7 +297,9 @@ def run(name, X, content, seed, k, threads):
         "content-pop": constant_scorer(content_pop),
         "item-p Euclid": item_p(content, None, train, k, threads),
         "item-p FRML": item_p(content, frml, train, k, threads),
-        "item-p blend": item_p(content, blend, train, k, threads),
+        "item-p blend": item_p_over(blend_affinity_, train, k, threads),
+        "item-p L-GMML": item_p_over(lg_affinity, train, k, threads),
+        "item-p LG+blend": item_p_over(blend_affinity(blend_affinity_, lg_affinity, v_best, k), train, k, threads),
         "oracle pop": constant_scorer(np.diff(test.tocsc().indptr).astype(np.float64)),
     }
     results = {}
@@ -233,9 +310,12 @@ def run(name, X, content, seed, k, threads):
         cold=cold.size,
         test=test.nnz,
         frml_fit=frml.fit_time_,
+        lgmml_fit=lgmml.fit_time_,
         frml=_describe(frml_setting),
         blend=f"w={w_best}" + ("" if blend is None else f", {_describe(blend_setting)}"),
         val={w: round(v[1], 4) for w, v in sorted(chosen.items())},
+        lgmml=_describe(lg_setting),
+        lg_val={v: round(a, 4) for v, a in sorted(lg_blends.items())},
     )
     return results, info
 
@@ -264,14 +344,19 @@ def main():
             print(f"\n## {name}: skipped ({exc})")
             continue
         runs = [run(name, X, content, seed, args.k, threads) for seed in range(args.runs)]
-        info = {key: float(np.median([r[1][key] for r in runs])) for key in ("users", "cold", "test", "frml_fit")}
+        keys = ("users", "cold", "test", "frml_fit", "lgmml_fit")
+        info = {key: float(np.median([r[1][key] for r in runs])) for key in keys}
         print(
             f"\n## {name}: {X.shape[0]} users x {X.shape[1]} items ({content.shape[1]} tags), "
             f"{info['cold']:.0f} cold items, {info['test']:.0f} test interactions, {info['users']:.0f} users "
-            f"evaluated; k = {args.k}; FRML fit {info['frml_fit']:.1f} s"
+            f"evaluated; k = {args.k}; FRML fit {info['frml_fit']:.1f} s, L-GMML fit {info['lgmml_fit']:.1f} s; "
+            f"load {os.getloadavg()[0]:.1f}"
         )
         for seed, (_, r) in enumerate(runs):
             print(f"#   seed {seed}: FRML {r['frml']}; blend {r['blend']}; validation ADG by w {r['val']}")
+            print(
+                f"#   seed {seed}: L-GMML {r['lgmml']}; validation ADG of the LG+blend by L-GMML weight {r['lg_val']}"
+            )
         base = {m: np.median([r[0]["item-p Euclid"][m] for r in runs]) for m in METRICS}
         print(
             f"{'method':<15} "

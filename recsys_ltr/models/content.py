@@ -2,15 +2,17 @@
 
 ``score(u, i) = sum_{j in O+_u & KNN_content(i)} A_ij = [ktrunc(A)]_i . u`` (Theorem 4.3), the
 item-p rule of :class:`~recsys_ltr.models.ItemKNN` with ``A`` and ``KNN`` taken from item content
-(:class:`~recsys_ltr.neighbors.content.ContentAffinity`) instead of the feedback matrix.  A cold
-item ``i`` (no training interaction) scores through its warm content neighbours ``j`` that the user
-consumed, so it can be recommended before anyone has consumed it.
+(:class:`~recsys_ltr.neighbors.ContentAffinity`, :class:`~recsys_ltr.neighbors.LGMMLAffinity`)
+instead of the feedback matrix.  A cold item ``i`` (no training interaction) scores through its
+warm content neighbours ``j`` that the user consumed, so it can be recommended before anyone has
+consumed it.
 """
 
 from __future__ import annotations
 
+from sklearn.base import BaseEstimator
+
 from ..neighbors.affinity import Affinity
-from ..neighbors.content import ContentAffinity
 from .neighborhood import ItemKNN
 
 __all__ = ["ContentItemKNN"]
@@ -21,9 +23,10 @@ class ContentItemKNN(ItemKNN):
 
     Parameters
     ----------
-    affinity : Affinity or fitted ContentAffinity
+    affinity : Affinity or fitted affinity estimator
         Item affinity over the catalogue of the training matrix (``n_items x n_items``, side
-        ``"item"``), e.g. ``ContentAffinity(k=100, metric=frml).fit(F)``.  Required by ``fit``;
+        ``"item"``), e.g. ``ContentAffinity(k=100, metric=frml).fit(F)`` or
+        ``LGMMLAffinity(k=100).fit(F, X)`` (any estimator whose fitted ``affinity_`` is one).  Required by ``fit``;
         a loaded model keeps its affinity in ``item_affinity_`` (the parameter is then ``None``).
     k : int
         Neighbourhood size, ``1 <= k <= affinity.k_max``.
@@ -47,12 +50,18 @@ class ContentItemKNN(ItemKNN):
     def _fit(self, X):
         A = self.affinity
         k = self._param("k")
-        if isinstance(A, ContentAffinity):
+        if isinstance(A, BaseEstimator):  # ContentAffinity, LGMMLAffinity or any estimator with affinity_
             if not hasattr(A, "affinity_"):
-                raise ValueError("the ContentAffinity given as affinity is not fitted; call its fit(F) first")
+                raise ValueError(
+                    f"the {type(A).__name__} given as affinity has no affinity_: not fitted (call its fit first) "
+                    "or not an affinity estimator"
+                )
             A = A.affinity_
         if not isinstance(A, Affinity):
-            raise TypeError(f"affinity must be an Affinity or a fitted ContentAffinity, got {type(A).__name__}")
+            raise TypeError(
+                f"affinity must be an Affinity or a fitted affinity estimator (ContentAffinity, LGMMLAffinity), "
+                f"got {type(A).__name__}"
+            )
         if A.side != "item" or A.n != X.shape[1]:
             raise ValueError(f"affinity must be an item affinity over the {X.shape[1]} items of X, got {A!r}")
         if k > A.k_max:

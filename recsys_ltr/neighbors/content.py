@@ -29,22 +29,21 @@ for sparse ``F`` without a metric); a block of ``b x n_items`` distances is neve
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.preprocessing import normalize
 from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._progress import progress_enabled
 from .._topk import rank_dense_rows
-from .._validation import INDEX_DTYPE, check_dense, check_num_threads, check_sparse, numba_threads
-from .affinity import Affinity
-from .knn import check_k
+from .._validation import INDEX_DTYPE, check_dense, check_num_threads, check_real, check_sparse, numba_threads
+from .affinity import Affinity, _sort_rows_by_value
+from .knn import check_k, truncate_rows
 
-__all__ = ["ContentAffinity", "top_fraction"]
+__all__ = ["ContentAffinity", "blend_affinity", "coconsumption_relevance", "top_fraction"]
 
 
 class ContentAffinity(BaseEstimator):
@@ -106,12 +105,7 @@ class ContentAffinity(BaseEstimator):
         return self
 
     def _check_bandwidth(self):
-        b = self.bandwidth
-        if b is None:
-            return None
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not np.isfinite(b) or b <= 0:
-            raise ValueError(f"bandwidth must be None or a finite real > 0, got {b!r}")
-        return float(b)
+        return None if self.bandwidth is None else check_real(self.bandwidth, "bandwidth", low=0.0, low_open=True)
 
     def _embed(self, F):
         """``z_i``: dense ``metric.transform(F)``, or ``F`` itself (kept sparse) without a metric."""
@@ -185,9 +179,73 @@ def top_fraction(S, frac, exclude_self):
     (``S`` square, rows = columns) leaves the diagonal out and counts ``width - 1`` columns.  Ties
     go to the smaller column id.
     """
-    k = int(np.ceil(frac * (S.shape[1] - int(exclude_self))))
-    ids, _ = rank_dense_rows(
-        lambda rows: S[rows], np.arange(S.shape[0]), k, S.shape[1], exclude_self=exclude_self, drop_zero=False
-    )
-    rows = np.repeat(np.arange(S.shape[0]), k)
-    return sp.csr_matrix((np.ones(rows.size), (rows, ids.ravel())), shape=S.shape)
+    return _top_fraction(lambda rows: S[rows], S.shape[0], S.shape[1], frac, exclude_self)
+
+
+def _top_fraction(rows_of, n_rows, width, frac, exclude_self):
+    """:func:`top_fraction` of the dense rows ``rows_of(ids)``, computed in blocks of rows."""
+    k = int(np.ceil(frac * (width - int(exclude_self))))
+    ids, _ = rank_dense_rows(rows_of, np.arange(n_rows), k, width, exclude_self=exclude_self, drop_zero=False)
+    rows = np.repeat(np.arange(n_rows), k)
+    return sp.csr_matrix((np.ones(rows.size), (rows, ids.ravel())), shape=(n_rows, width))
+
+
+def coconsumption_relevance(X, frac=0.05, items=None):
+    """Co-consumption relevance among ``items``: the cold-start supervision of FRML and L-GMML.
+
+    Row ``q`` marks the ``ceil(frac * (m - 1))`` items of ``items`` (``m`` of them) whose user
+    columns in the feedback ``X`` (users x items) have the largest cosine with ``q``'s, ``q`` left
+    out, ties to the smaller position (:func:`top_fraction` of the cosines, in blocks of rows, so
+    no ``m x m`` matrix is formed).
+
+    Parameters
+    ----------
+    X : sparse matrix, users x items
+        Training feedback (binary or weighted).
+    frac : float in (0, 1]
+        Fraction of the other items marked relevant per row.
+    items : int array or None
+        Item ids (columns of ``X``), e.g. the warm items; ``None``: every item.
+
+    Returns
+    -------
+    csr_matrix (m, m)
+        Ones at the relevant pairs, rows and columns in the order of ``items``.
+    """
+    X = check_sparse(X, "X", allow_empty=True)
+    items = np.arange(X.shape[1]) if items is None else np.asarray(items, dtype=np.int64)
+    if items.ndim != 1 or items.size < 2 or np.any((items < 0) | (items >= X.shape[1])):
+        raise ValueError(f"items must be at least 2 column ids of X in [0, {X.shape[1]}), got {items!r}")
+    check_real(frac, "frac", low=0.0, high=1.0, low_open=True)
+    U = normalize(sp.csr_matrix(X.T)[items])
+    UT = U.T.tocsc()
+    return _top_fraction(lambda rows: (U[rows] @ UT).toarray(), items.size, items.size, frac, True)
+
+
+def blend_affinity(A, B, weight, k=None) -> Affinity:
+    """``(1 - weight) A + weight B`` over the union of both rows' neighbours, as an :class:`Affinity`.
+
+    A neighbour missing from one affinity counts 0 there; each row is reordered by the blended
+    value (largest first, ties by smaller id) and cut to ``k`` (default: the larger ``k_max``).
+    Blends two content affinities (their Gaussian values share the scale ``exp(-1)`` at the median
+    neighbour), e.g. L-GMML's and tags + FRML's, with ``weight`` chosen on validation.
+
+    Parameters
+    ----------
+    A, B : Affinity
+        Item (or user) affinities over the same ``n`` rows, same side.
+    weight : float in [0, 1]
+        Weight of ``B``.
+    k : int, optional
+        ``k_max`` of the result, ``1 <= k < n``.
+    """
+    if not isinstance(A, Affinity) or not isinstance(B, Affinity):
+        raise TypeError(f"A and B must be Affinity objects, got {type(A).__name__} and {type(B).__name__}")
+    if A.n != B.n or A.side != B.side:
+        raise ValueError(f"A and B must cover the same rows on the same side, got {A!r} and {B!r}")
+    weight = check_real(weight, "weight", low=0.0, high=1.0)
+    k = check_k(max(A.k_max, B.k_max) if k is None else k, A.n, f"{A.side}s")
+    M = sp.csr_matrix((1.0 - weight) * A.matrix + weight * B.matrix)
+    M = truncate_rows(_sort_rows_by_value(M), k)
+    M.indices, M.indptr = M.indices.astype(INDEX_DTYPE), M.indptr.astype(INDEX_DTYPE)
+    return Affinity.trusted(M, k, "custom", A.side)
