@@ -1,0 +1,199 @@
+"""No-regression check (issue 15): this checkout against a baseline git ref on the same operations.
+
+Every operation runs in a fresh Python subprocess whose ``PYTHONPATH`` is this checkout or a
+temporary detached worktree of ``--baseline`` (default ``ead6bbd``, the commit where the
+throughput issue was opened; removed afterwards).  Inside the subprocess the data are prepared,
+the operation is called once untimed (warm-up: numba compiles or loads its cache) and then timed
+once.  Runs alternate (ours, baseline, ours, ...) so both sides see the same machine; the table
+gives the median wall seconds of ``--runs`` runs and the ratio this code / baseline.  Each
+subprocess also prints a short digest of its result, and a row is flagged when the digests of the
+two sides differ.
+
+Operations (the same computation on both sides; only import paths differ):
+
+* ``knn-fit``: ``ItemKNN(k=100).fit(X)`` on the whole gowalla and movielens-1m-implicit matrices.
+* ``evaluate``: ``evaluate(ItemKNN(k=100).fit(train), train, test, k=10)`` on gowalla,
+  ``split.holdout(X, val=0.0, test=0.2, seed=0)``; the evaluate call alone is timed.
+* ``febr``: the dissertation's FEBRi on item-p cosine features (``recsys_ltr.models.FEBR`` at
+  ead6bbd, ``recsys_ltr.febr.FEBR(bases=None, ...)`` now), ``fit(train, validation=val)`` on
+  movielens-1m-implicit with ``split.holdout(X, val=0.1, test=0.2, seed=0)``.  Settings, the
+  ead6bbd constructor's defaults passed explicitly on both sides: affinity="cosine", side="item",
+  k=100, lam=1e-3, learning_rate=0.01, iterations=2_000_000, gamma=50, beta=None,
+  eval_every=100_000, early_stopping=5, holdout=0.0, validation_users=None, init="sum",
+  random_state=0 (num_threads=0: all NUMBA_NUM_THREADS).  The warm-up fit stops after 1000 samples.
+* ``frml``: FRML-WARP fit (``recsys_ltr.metric`` at ead6bbd, ``recsys_ltr.metric_learning`` now)
+  on a seeded synthetic classification problem: 2000 points, 10 classes, 128 dimensions (Gaussian
+  class means plus noise); n_components=32, max_iter=5000, learning_rate=4.0, kappa=0.1,
+  init="pca", random_state=0, num_threads=2 (the settings of ``bench_frml.py``'s digits task).
+* ``lgmml``: ``LGMML(random_state=0)`` (its defaults, one thread) fitted on LETOR MQ2008 fold 1
+  train (``recsys_ltr.metric`` at ead6bbd, ``recsys_ltr.ltr`` now).
+
+Usage::
+
+    NUMBA_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 RECSYS_LTR_DATA=/work/shared/datasets \\
+        python benchmarks/bench_regression.py [--runs 3] [--baseline ead6bbd] [--only knn-fit,febr]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "RECSYS_LTR_COMPILE_NOTICE": "0",
+       "RECSYS_LTR_DATA": "/work/shared/datasets"}  # fmt: skip
+
+# Each snippet defines ``setup`` (untimed), ``run`` (the timed call), ``warm`` (the warm-up call,
+# default ``run``) and ``digest(result)``; ``OLD`` is True at the baseline.
+HARNESS = """
+import time
+OLD = {old}
+{snippet}
+setup()
+(globals().get("warm") or run)()
+t = time.perf_counter()
+result = run()
+print(time.perf_counter() - t, digest(result))
+"""
+KNN_FIT = """
+import numpy as np
+from recsys_ltr import datasets
+from recsys_ltr.models import ItemKNN
+def setup():
+    global X
+    X = datasets.load("{name}").matrix.tocsr()
+def run():
+    return ItemKNN(k=100).fit(X)
+def digest(m):
+    return f"{{m.score(np.arange(100)).sum():.6g}}"
+"""
+EVALUATE = """
+from recsys_ltr import datasets, split
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import ItemKNN
+def setup():
+    global train, test, model
+    train, _, test = split.holdout(datasets.load("gowalla").matrix.tocsr(), val=0.0, test=0.2, seed=0)
+    model = ItemKNN(k=100).fit(train)
+def run():
+    return evaluate(model, train, test, k=10)
+def digest(r):
+    return ",".join(f"{{k}}={{v:.5f}}" for k, v in sorted(r.items()) if isinstance(v, float))
+"""
+FEBR = """
+import numpy as np
+from recsys_ltr import datasets, split
+if OLD:
+    from recsys_ltr.models import FEBR
+    extra = {{}}
+else:
+    from recsys_ltr.febr import FEBR
+    extra = {{"bases": None}}
+P = dict(affinity="cosine", side="item", k=100, lam=1e-3, learning_rate=0.01, iterations=2_000_000, gamma=50,
+         beta=None, eval_every=100_000, early_stopping=5, holdout=0.0, validation_users=None, init="sum",
+         random_state=0, show_progress=False, **extra)
+def setup():
+    global train, val
+    X = datasets.load("movielens-1m-implicit").matrix.tocsr()
+    train, val, _ = split.holdout(X, val=0.1, test=0.2, seed=0)
+def warm():
+    return FEBR(**{{**P, "iterations": 1000, "eval_every": 500}}).fit(train, validation=val)
+def run():
+    return FEBR(**P).fit(train, validation=val)
+def digest(m):
+    return f"best_it={{m.best_iteration_}},val_adg={{max(h.get('val_adg', 0) for h in m.history_):.4f}}"
+"""
+FRML = """
+import numpy as np
+if OLD:
+    from recsys_ltr.metric import FRML
+else:
+    from recsys_ltr.metric_learning import FRML
+def setup():
+    global X, y
+    rng = np.random.default_rng(0)
+    y = rng.integers(10, size=2000)
+    X = rng.normal(size=(10, 128))[y] * 0.5 + rng.normal(size=(2000, 128))
+def run():
+    return FRML(n_components=32, max_iter=5000, learning_rate=4.0, kappa=0.1, init="pca", random_state=0,
+                num_threads=2).fit(X, y)
+def digest(m):
+    return f"{{np.abs(m.components_).sum():.6g}}"
+"""
+LGMML = """
+if OLD:
+    from recsys_ltr.metric import LGMML
+else:
+    from recsys_ltr.ltr import LGMML
+from recsys_ltr.datasets import load_letor
+def setup():
+    global X, y, q, Xt, qt
+    d = load_letor("letor-mq2008", fold=1)
+    (X, y, q), (Xt, _, qt) = d["train"], d["test"]
+def run():
+    return LGMML(random_state=0).fit(X, y, q)
+def digest(m):
+    return f"{{m.predict(Xt, qt).sum():.6g}}"
+"""
+OPERATIONS = {
+    "knn-fit": [("ItemKNN(k=100).fit, gowalla", KNN_FIT.format(name="gowalla")),
+                ("ItemKNN(k=100).fit, movielens-1m-implicit", KNN_FIT.format(name="movielens-1m-implicit"))],
+    "evaluate": [("evaluate(ItemKNN k=100, k=10), gowalla 80/20", EVALUATE.format())],
+    "febr": [("FEBRi cosine fit(train, validation), movielens-1m-implicit", FEBR.format())],
+    "frml": [("FRML-WARP fit, synthetic 2000 x 128", FRML.format())],
+    "lgmml": [("L-GMML fit, LETOR MQ2008 fold 1", LGMML.format())],
+}  # fmt: skip
+
+
+def once(snippet, path, old):
+    """(wall seconds, digest) of one fresh subprocess running ``snippet`` from ``path``."""
+    env = {**os.environ, **ENV, "PYTHONPATH": str(path)}
+    code = HARNESS.format(old=old, snippet=snippet)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=path)
+    if done.returncode:
+        raise RuntimeError(f"subprocess failed ({path}):\n{done.stderr[-3000:]}")
+    seconds, digest = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    return float(seconds), digest
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", default="ead6bbd")
+    parser.add_argument("--only", default=",".join(OPERATIONS), help=f"comma-separated subset of {list(OPERATIONS)}")
+    args = parser.parse_args()
+    print(f"# bench_regression: {' '.join(sys.argv)}; {ENV}; median of {args.runs} alternating runs\n")
+    print(f"| operation | this code s | baseline ({args.baseline}) s | ratio |\n|---|---:|---:|---:|", flush=True)
+    odd = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "baseline"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True
+        )
+        try:
+            for key in args.only.split(","):
+                for label, snippet in OPERATIONS[key]:
+                    ours, theirs = [], []
+                    for _ in range(args.runs):  # alternating: both sides see the same machine
+                        ours.append(once(snippet, ROOT, False))
+                        theirs.append(once(snippet, base, True))
+                    a, b = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in theirs)
+                    print(f"| {label} | {a:.2f} | {b:.2f} | {a / b:.2f} |", flush=True)
+                    digests = {d for _, d in ours}, {d for _, d in theirs}
+                    if digests[0] != digests[1]:
+                        odd.append(
+                            f"{label}: results differ: this code {sorted(digests[0])}, baseline {sorted(digests[1])}"
+                        )
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+    for line in odd:
+        print(f"\nNOTE {line}")
+
+
+if __name__ == "__main__":
+    main()
