@@ -12,6 +12,8 @@ passing their negation.
   their bit patterns (the similarity kernel's hot path);
 * :func:`top_k_dense` -- the best ``k`` columns of every row of a dense block, with per-row and
   global exclusions (``recommend``, content neighbours, ``similar_items`` of dense models);
+* :func:`top_k_factor_product` -- the same for the rows of a product of two dense factor matrices,
+  tile by tile (``recommend`` of the factor models);
 * :func:`top_k_sparse_product` -- the same for the rows of a product of two non-negative CSR
   matrices, without the dense rows (``recommend`` of the neighbourhood models);
 * :func:`top_k_sparse` -- the best ``k`` stored entries of every row of a CSR matrix
@@ -37,12 +39,16 @@ __all__ = [
     "sort_ascending",
     "sort_best_first",
     "top_k_dense",
+    "top_k_factor_product",
     "top_k_sparse",
     "top_k_sparse_product",
 ]
 
 #: Bound on one dense block of scores or distances held at once (32 MiB of float64).
 BLOCK_FLOATS = 2**22
+#: Scores one thread of :func:`top_k_factor_product` multiplies at once (8 MiB, within a shared cache):
+#: on gowalla (40,981 items) 25-row tiles; 16 and 64 rows were slower.
+TILE_FLOATS = 2**20
 
 
 # ------------------------------------------------------------------------------ bounded heap
@@ -110,6 +116,35 @@ def sort_best_first(ids, primary, secondary):
     for t in range(ids.shape[0]):
         heap_offer(ids, t, ids[t], primary, secondary)  # in-place heapify: ids[t:] not yet read
     heap_sort_best_first(ids, ids.shape[0], primary, secondary)
+
+
+@njit(cache=True)
+def _sort_keyed_best_first(ids, keys, m):
+    """Sort ``ids[:m]`` with their ``keys[:m]`` in place, best first (larger key, then smaller id):
+    heap sort on the contiguous keys, not a gather from a full score row at every comparison."""
+    for start in range(m // 2 - 1, -1, -1):
+        _sift_down_worst(ids, keys, m, start)
+    for last in range(m - 1, 0, -1):
+        ids[0], ids[last] = ids[last], ids[0]
+        keys[0], keys[last] = keys[last], keys[0]
+        _sift_down_worst(ids, keys, last, 0)
+
+
+@njit(cache=True)
+def _sift_down_worst(ids, keys, size, pos):
+    """Sift down in a heap whose root is the worst element (the order of :func:`_sort_keyed_best_first`)."""
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            return
+        c = child + 1
+        if c < size and (keys[c] < keys[child] or (keys[c] == keys[child] and ids[c] > ids[child])):
+            child = c
+        if keys[child] > keys[pos] or (keys[child] == keys[pos] and ids[child] < ids[pos]):
+            return
+        ids[pos], ids[child] = ids[child], ids[pos]
+        keys[pos], keys[child] = keys[child], keys[pos]
+        pos = child
 
 
 @njit(cache=True)
@@ -194,10 +229,14 @@ def _take_best(cand, vals, m, need, out, start, scratch):
         elif vals[t] == kth:
             cand[n_ties] = cand[t]  # t >= n_ties: that part of the prefix is already read
             n_ties += 1
-    ties = cand[:n_ties]
-    sort_ascending(ties)
-    for t in range(start + need - pos):
-        out[pos + t] = ties[t]
+    rest = start + need - pos  # the smallest ids among the ties: selected, not sorted
+    for t in range(n_ties):
+        scratch[t] = -cand[t]  # ids are exact in float64
+    largest = -_kth_largest(scratch, n_ties, rest)
+    for t in range(n_ties):
+        if cand[t] <= largest:
+            out[pos] = cand[t]
+            pos += 1
 
 
 # Histogram pre-selection: the bit pattern of a positive double increases with its value, so
@@ -242,11 +281,40 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
         m = k
     else:
         _copy(cand, out, 0, m)
-    sort_best_first(out[:m], primary, primary)  # value, then smaller id
+    for t in range(m):
+        scratch[t] = primary[out[t]]
+    _sort_keyed_best_first(out, scratch, m)
     return m
 
 
 # ------------------------------------------------------------------------------ row kernels
+@njit(cache=True)
+def _best_of_row(row, secondary, skip, drop_zero, drop_nonfinite, heap, out_ids, out_scores):
+    """Best ``len(heap)`` columns of the dense ``row`` outside ``skip`` into ``out_ids`` and
+    ``out_scores`` (padded with ``-1`` / ``-inf``); ``heap`` is scratch.  See :func:`top_k_dense`."""
+    n_out = heap.shape[0]
+    size = 0
+    worst = -np.inf  # score of the heap's root once full: most columns fail this one test
+    for i in range(row.shape[0]):
+        v = row[i]
+        if v < worst:
+            continue
+        if skip[i] or (drop_zero and v == 0.0) or (drop_nonfinite and not np.isfinite(v)):
+            continue
+        if size == n_out and not better(i, heap[0], row, secondary):
+            continue
+        size = heap_offer(heap, size, i, row, secondary)
+        if size == n_out:
+            worst = row[heap[0]]
+    heap_sort_best_first(heap, size, row, secondary)
+    for t in range(size):
+        out_ids[t] = heap[t]
+        out_scores[t] = row[heap[t]]
+    for t in range(size, n_out):
+        out_ids[t] = -1
+        out_scores[t] = -np.inf
+
+
 @njit(parallel=True, cache=True)
 def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, drop_nonfinite, out_ids, out_scores):
     """Best ``out_ids.shape[1]`` columns of every row of the dense ``scores`` block.
@@ -263,28 +331,34 @@ def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, d
         skip = excluded.copy()
         for p in range(ex_indptr[r], ex_indptr[r + 1]):
             skip[ex_indices[p]] = True
-        row = scores[r]
         heap = np.empty(n_out, np.int64)
-        size = 0
-        worst = -np.inf  # score of the heap's root once full: most columns fail this one test
-        for i in range(row.shape[0]):
-            v = row[i]
-            if v < worst:
-                continue
-            if skip[i] or (drop_zero and v == 0.0) or (drop_nonfinite and not np.isfinite(v)):
-                continue
-            if size == n_out and not better(i, heap[0], row, secondary):
-                continue
-            size = heap_offer(heap, size, i, row, secondary)
-            if size == n_out:
-                worst = row[heap[0]]
-        heap_sort_best_first(heap, size, row, secondary)
-        for t in range(size):
-            out_ids[r, t] = heap[t]
-            out_scores[r, t] = row[heap[t]]
-        for t in range(size, n_out):
-            out_ids[r, t] = -1
-            out_scores[r, t] = -np.inf
+        _best_of_row(scores[r], secondary, skip, drop_zero, drop_nonfinite, heap, out_ids[r], out_scores[r])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def top_k_factor_product(U, VT, secondary, ex_indptr, ex_indices, excluded, tile, n_chunks, out_ids, out_scores):
+    """:func:`top_k_dense` of the scores ``U @ VT`` without the dense block: tiles of ``tile`` rows
+    are dealt to ``n_chunks`` strided chunks; each multiplies its tile (BLAS ``dot``, to be limited
+    to one thread by the caller) and ranks the rows while the tile is in cache.  No BLAS threads
+    wait beside numba's, and a chunk slowed by another process holds up little of the loop."""
+    n_out = out_ids.shape[1]
+    n_rows = U.shape[0]
+    if n_out == 0:
+        return
+    n_tiles = (n_rows + tile - 1) // tile
+    for c in prange(n_chunks):
+        skip = excluded.copy()
+        heap = np.empty(n_out, np.int64)
+        for t in range(c, n_tiles, n_chunks):
+            lo = t * tile
+            hi = min(lo + tile, n_rows)
+            scores = np.dot(U[lo:hi], VT)
+            for r in range(lo, hi):
+                for p in range(ex_indptr[r], ex_indptr[r + 1]):
+                    skip[ex_indices[p]] = True
+                _best_of_row(scores[r - lo], secondary, skip, False, False, heap, out_ids[r], out_scores[r])
+                for p in range(ex_indptr[r], ex_indptr[r + 1]):
+                    skip[ex_indices[p]] = excluded[ex_indices[p]]
 
 
 @njit(parallel=True, cache=True)

@@ -147,3 +147,26 @@ def test_heap_sorts_equal_numpy_sorts_with_ties(levels, seconds):
     values = np.array(seconds[:n], dtype=np.int64)
     sort_ascending(values)
     np.testing.assert_array_equal(values, np.sort(np.array(seconds[:n])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 400), st.integers(1, 60), st.sampled_from([2, 4, 1000]))
+def test_select_best_positive_splits_ties_by_smaller_id(seed, m, k, n_values):
+    """The linear-time selection against a sort, with values from a few levels so that the k-th
+    best falls among many ties (the tie split and the histogram edge bucket)."""
+    from recsys_ltr._topk import N_BUCKETS, select_best_positive
+
+    rng = np.random.default_rng(seed)
+    n = m + int(rng.integers(0, 50))
+    primary = np.zeros(n)
+    cand = rng.permutation(n)[:m].astype(np.int64)
+    primary[cand] = rng.choice(2.0 ** -np.arange(n_values) * (1 + rng.random(n_values)), m)
+    vals = primary[cand].copy()
+    out = np.full(n, -1, np.int64)
+    hist = np.zeros(N_BUCKETS, np.int64)
+    size = select_best_positive(
+        cand.copy(), vals, vals.view(np.int64), np.empty(m, np.int32), hist, np.empty(n), m, k, primary, out
+    )  # fmt: skip
+    want = sorted(cand.tolist(), key=lambda i: (-primary[i], i))[: min(k, m)]
+    assert size == len(want) and out[:size].tolist() == want
+    assert np.all(out[size:] == -1) and not hist.any()
