@@ -4,6 +4,7 @@ planted problem, reproducibility, errors, persistence (EASE's solvers: test_ease
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_top_n
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -226,6 +227,44 @@ def test_recommend_and_similar_items(cls):
     order = [j for j in np.argsort(-cos[3], kind="stable") if j != 3][:4]
     assert sim_ids.tolist() == order
     np.testing.assert_allclose(sim_scores, cos[3, order])
+
+
+@pytest.mark.kernels
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.sampled_from([1, 9, 40, 10**6]),  # TILE_FLOATS: one row per tile, several, a partial last tile, one tile
+    st.integers(1, 25),
+    st.booleans(),
+    st.sampled_from([None, "filter", "items"]),
+    st.sampled_from([1, 2]),
+)
+def test_recommend_of_factor_models_ranks_tiles_like_brute_force(seed, tile_floats, N, liked, restrict, threads):
+    """The tiled top-N path of the factor models (no dense score block) against a brute-force
+    ranking of ``score()``: the same ids in the same order and bitwise-equal scores, with ties
+    (integer factors) broken by popularity, then id."""
+    from recsys_ltr import _topk
+
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(random_matrix(seed % 100, n_users=13, n_items=11))
+    model = ALS(factors=3, iterations=1, num_threads=threads).fit(X)
+    model.user_factors_ = rng.integers(-2, 3, model.user_factors_.shape).astype(np.float64)
+    model.item_factors_ = rng.integers(-2, 3, model.item_factors_.shape).astype(np.float64)
+    users = rng.permutation(13)[: rng.integers(1, 14)]
+    extra = rng.choice(11, 4, replace=False)
+    kwargs = {"filter_items": extra} if restrict == "filter" else {"items": extra} if restrict == "items" else {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_topk, "TILE_FLOATS", tile_floats)
+        ids, scores = model.recommend(users, X[users], N=N, filter_already_liked_items=liked, **kwargs)
+    dense = model.score(users)
+    for row, u in enumerate(users):
+        out = set(X[u].indices) if liked else set()
+        out |= set(extra) if restrict == "filter" else set(range(11)) - set(extra) if restrict == "items" else set()
+        want = brute_top_n(dense[row], model.item_popularity_, N, out)
+        got = [i for i in ids[row] if i >= 0]
+        assert got == want
+        np.testing.assert_array_equal(scores[row, : len(got)], dense[row, want])
+        assert np.all(scores[row, len(got) :] == -np.inf)
 
 
 @pytest.mark.parametrize(

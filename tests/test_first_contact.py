@@ -234,3 +234,14 @@ def test_a_one_line_notice_appears_once_and_only_while_kernels_compile(tmp_path,
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
     first, second = (r.stderr.count(MESSAGE) for r in runs)
     assert (first, second) == ((0, 0) if silenced else (1, 0))  # cold cache: once; warm cache: never
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_openmp_threads_sleep_between_parallel_loops_unless_the_user_chose(preset):
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    script = "import os, recsys_ltr; print(os.environ['OMP_WAIT_POLICY'])"
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == (preset or "PASSIVE")

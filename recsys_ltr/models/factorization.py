@@ -38,9 +38,12 @@ class _Factorization(Recommender):
         super()._check_params()
         check_random_state(self.random_state)
 
+    def _score_factors(self, rows, ids, recalculate):
+        return (self._fold_in(rows) if recalculate else self.user_factors_[ids]), self.item_factors_
+
     def _score_rows(self, rows, ids, recalculate):
-        U = self._fold_in(rows) if recalculate else self.user_factors_[ids]
-        return U @ self.item_factors_.T
+        U, V = self._score_factors(rows, ids, recalculate)
+        return U @ V.T
 
     def _fold_in(self, rows):
         raise ValueError(
