@@ -48,6 +48,24 @@ def brute_top_n(scores, popularity, N, excluded):
     return order[:N]
 
 
+def assert_recommend_like_brute_force(ids, scores, dense, liked_rows, popularity, N, extra, restrict):
+    """``recommend``'s ``(ids, scores)`` against :func:`brute_top_n` of the ``dense`` score rows: the
+    same ids in order, bitwise-equal scores, ``-inf`` padding.  Row ``r`` leaves out the items of
+    ``liked_rows[r]`` (``None``: nothing liked) and, by ``restrict``, ``extra`` ("filter") or every
+    item but ``extra`` ("items")."""
+    n_items = dense.shape[1]
+    for r in range(dense.shape[0]):
+        out = set() if liked_rows is None else set(liked_rows[r].indices)
+        out |= (
+            set(extra) if restrict == "filter" else set(range(n_items)) - set(extra) if restrict == "items" else set()
+        )
+        want = brute_top_n(dense[r], popularity, N, out)
+        got = [i for i in ids[r] if i >= 0]
+        assert got == want
+        np.testing.assert_array_equal(scores[r, : len(got)], dense[r, want])
+        assert np.all(scores[r, len(got) :] == -np.inf)
+
+
 def brute_knn(S, k):
     """KNN(i): the <= k others with the largest positive S_ij, ties by smaller id."""
     out = []

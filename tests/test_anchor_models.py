@@ -4,7 +4,7 @@ planted problem, reproducibility, errors, persistence (EASE's solvers: test_ease
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import brute_top_n
+from _helpers import assert_recommend_like_brute_force
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -256,15 +256,10 @@ def test_recommend_of_factor_models_ranks_tiles_like_brute_force(seed, tile_floa
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_topk, "TILE_FLOATS", tile_floats)
         ids, scores = model.recommend(users, X[users], N=N, filter_already_liked_items=liked, **kwargs)
-    dense = model.score(users)
-    for row, u in enumerate(users):
-        out = set(X[u].indices) if liked else set()
-        out |= set(extra) if restrict == "filter" else set(range(11)) - set(extra) if restrict == "items" else set()
-        want = brute_top_n(dense[row], model.item_popularity_, N, out)
-        got = [i for i in ids[row] if i >= 0]
-        assert got == want
-        np.testing.assert_array_equal(scores[row, : len(got)], dense[row, want])
-        assert np.all(scores[row, len(got) :] == -np.inf)
+    liked_rows = X[users] if liked else None
+    assert_recommend_like_brute_force(
+        ids, scores, model.score(users), liked_rows, model.item_popularity_, N, extra, restrict
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,14 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import brute_knn, brute_similarity, brute_top_n, kunn_item_affinity_literal, random_feedback
+from _helpers import (
+    assert_recommend_like_brute_force,
+    brute_knn,
+    brute_similarity,
+    brute_top_n,
+    kunn_item_affinity_literal,
+    random_feedback,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
@@ -430,14 +437,10 @@ def test_recommend_of_neighbourhood_models_ranks_the_sparse_product_like_brute_f
         users, X, N=N, filter_already_liked_items=liked, recalculate_user=recalc, **kwargs
     )  # fmt: skip
     R, B = model._score_product(X, users, recalc)
-    dense = (R @ B).toarray()
-    for u in users:
-        out = set(X[u].indices) if liked else set()
-        out |= set(extra) if restrict == "filter" else set(range(9)) - set(extra) if restrict == "items" else set()
-        want = brute_top_n(dense[u], model.item_popularity_, N, out)
-        got = [i for i in ids[u] if i >= 0]
-        assert got == want
-        np.testing.assert_array_equal(scores[u, : len(got)], dense[u, want])
+    liked_rows = X if liked else None
+    assert_recommend_like_brute_force(
+        ids, scores, (R @ B).toarray(), liked_rows, model.item_popularity_, N, extra, restrict
+    )
 
 
 @pytest.mark.kernels
