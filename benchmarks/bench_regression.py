@@ -4,10 +4,10 @@ Every operation runs in a fresh Python subprocess whose ``PYTHONPATH`` is this c
 temporary detached worktree of ``--baseline`` (default ``ead6bbd``, the commit where the
 throughput issue was opened; removed afterwards).  Inside the subprocess the data are prepared,
 the operation is called once untimed (warm-up: numba compiles or loads its cache) and then timed
-once.  Runs alternate (ours, baseline, ours, ...) so both sides see the same machine; the table
-gives the median wall seconds of ``--runs`` runs and the ratio this code / baseline.  Each
-subprocess also prints a short digest of its result, and a row is flagged when the digests of the
-two sides differ.
+``--calls`` times (their median).  Runs alternate (ours, baseline, ours, ...) so both sides see
+the same machine; the table gives the median wall seconds of ``--runs`` runs and the ratio this
+code / baseline.  Each subprocess also prints a short digest of its result, and a row is flagged
+when the digests of the two sides differ.
 
 Operations (the same computation on both sides; only import paths differ):
 
@@ -30,8 +30,8 @@ Operations (the same computation on both sides; only import paths differ):
 
 Usage::
 
-    NUMBA_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 RECSYS_LTR_DATA=/work/shared/datasets \\
-        python benchmarks/bench_regression.py [--runs 3] [--baseline ead6bbd] [--only knn-fit,febr]
+    RECSYS_LTR_DATA=../shared/datasets python benchmarks/bench_regression.py [--runs 3] [--calls 3]
+        [--baseline ead6bbd] [--only knn-fit,febr]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "RECSYS_LTR_COMPILE_NOTICE": "0",
-       "RECSYS_LTR_DATA": "/work/shared/datasets"}  # fmt: skip
+       "RECSYS_LTR_DATA": os.environ.get("RECSYS_LTR_DATA", str(ROOT.parent / "shared" / "datasets"))}  # fmt: skip
 
 # Each snippet defines ``setup`` (untimed), ``run`` (the timed call), ``warm`` (the warm-up call,
 # default ``run``) and ``digest(result)``; ``OLD`` is True at the baseline.
@@ -56,9 +56,12 @@ OLD = {old}
 {snippet}
 setup()
 (globals().get("warm") or run)()
-t = time.perf_counter()
-result = run()
-print(time.perf_counter() - t, digest(result))
+seconds = []
+for _ in range({calls}):
+    t = time.perf_counter()
+    result = run()
+    seconds.append(time.perf_counter() - t)
+print(sorted(seconds)[len(seconds) // 2], digest(result))
 """
 KNN_FIT = """
 import numpy as np
@@ -150,10 +153,11 @@ OPERATIONS = {
 }  # fmt: skip
 
 
-def once(snippet, path, old):
-    """(wall seconds, digest) of one fresh subprocess running ``snippet`` from ``path``."""
+def once(snippet, path, old, calls):
+    """(median wall seconds of ``calls`` timed calls, digest) of one fresh subprocess running
+    ``snippet`` from ``path``."""
     env = {**os.environ, **ENV, "PYTHONPATH": str(path)}
-    code = HARNESS.format(old=old, snippet=snippet)
+    code = HARNESS.format(old=old, snippet=snippet, calls=calls)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=path)
     if done.returncode:
         raise RuntimeError(f"subprocess failed ({path}):\n{done.stderr[-3000:]}")
@@ -164,10 +168,13 @@ def once(snippet, path, old):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=3, help="timed calls per subprocess (their median)")
     parser.add_argument("--baseline", default="ead6bbd")
     parser.add_argument("--only", default=",".join(OPERATIONS), help=f"comma-separated subset of {list(OPERATIONS)}")
     args = parser.parse_args()
-    print(f"# bench_regression: {' '.join(sys.argv)}; {ENV}; median of {args.runs} alternating runs\n")
+    print(
+        f"# bench_regression: {' '.join(sys.argv)}; {ENV}; median of {args.runs} alternating runs x {args.calls} calls\n"
+    )
     print(f"| operation | this code s | baseline ({args.baseline}) s | ratio |\n|---|---:|---:|---:|", flush=True)
     odd = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,8 +187,8 @@ def main():
                 for label, snippet in OPERATIONS[key]:
                     ours, theirs = [], []
                     for _ in range(args.runs):  # alternating: both sides see the same machine
-                        ours.append(once(snippet, ROOT, False))
-                        theirs.append(once(snippet, base, True))
+                        ours.append(once(snippet, ROOT, False, args.calls))
+                        theirs.append(once(snippet, base, True, args.calls))
                     a, b = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in theirs)
                     print(f"| {label} | {a:.2f} | {b:.2f} | {a / b:.2f} |", flush=True)
                     digests = {d for _, d in ours}, {d for _, d in theirs}
