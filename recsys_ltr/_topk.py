@@ -289,6 +289,14 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
 
 # ------------------------------------------------------------------------------ row kernels
 @njit(cache=True)
+def _flag_row(skip, ex_indptr, ex_indices, r, excluded, on):
+    """Flag row ``r``'s excluded columns in ``skip`` (``on``), or give them back their global
+    ``excluded`` value (``not on``): per-row exclusions on one scratch mask in O(row)."""
+    for p in range(ex_indptr[r], ex_indptr[r + 1]):
+        skip[ex_indices[p]] = on or excluded[ex_indices[p]]
+
+
+@njit(cache=True)
 def _best_of_row(row, secondary, skip, drop_zero, drop_nonfinite, heap, out_ids, out_scores):
     """Best ``len(heap)`` columns of the dense ``row`` outside ``skip`` into ``out_ids`` and
     ``out_scores`` (padded with ``-1`` / ``-inf``); ``heap`` is scratch.  See :func:`top_k_dense`."""
@@ -329,8 +337,7 @@ def top_k_dense(scores, secondary, ex_indptr, ex_indices, excluded, drop_zero, d
         return
     for r in prange(scores.shape[0]):
         skip = excluded.copy()
-        for p in range(ex_indptr[r], ex_indptr[r + 1]):
-            skip[ex_indices[p]] = True
+        _flag_row(skip, ex_indptr, ex_indices, r, excluded, True)
         heap = np.empty(n_out, np.int64)
         _best_of_row(scores[r], secondary, skip, drop_zero, drop_nonfinite, heap, out_ids[r], out_scores[r])
 
@@ -354,11 +361,9 @@ def top_k_factor_product(U, VT, secondary, ex_indptr, ex_indices, excluded, tile
             hi = min(lo + tile, n_rows)
             scores = np.dot(U[lo:hi], VT)
             for r in range(lo, hi):
-                for p in range(ex_indptr[r], ex_indptr[r + 1]):
-                    skip[ex_indices[p]] = True
+                _flag_row(skip, ex_indptr, ex_indices, r, excluded, True)
                 _best_of_row(scores[r - lo], secondary, skip, False, False, heap, out_ids[r], out_scores[r])
-                for p in range(ex_indptr[r], ex_indptr[r + 1]):
-                    skip[ex_indices[p]] = excluded[ex_indices[p]]
+                _flag_row(skip, ex_indptr, ex_indices, r, excluded, False)
 
 
 @njit(parallel=True, cache=True)
@@ -449,8 +454,7 @@ def top_k_sparse_product(
         skip = excluded.copy()
         heap = np.empty(n_out, np.int64)
         for r in range(c, n_rows, n_chunks):  # strided: heavy rows clustered by id are shared out
-            for p in range(ex_indptr[r], ex_indptr[r + 1]):
-                skip[ex_indices[p]] = True
+            _flag_row(skip, ex_indptr, ex_indices, r, excluded, True)
             n_touched = scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched)
             size = 0
             for t in range(n_touched):
@@ -473,8 +477,7 @@ def top_k_sparse_product(
                 out_ids[r, t] = -1
                 out_scores[r, t] = -np.inf
             clear_row(acc, seen, touched, n_touched)
-            for p in range(ex_indptr[r], ex_indptr[r + 1]):
-                skip[ex_indices[p]] = excluded[ex_indices[p]]
+            _flag_row(skip, ex_indptr, ex_indices, r, excluded, False)
 
 
 # ------------------------------------------------------------------------------ Python helpers

@@ -95,12 +95,8 @@ class ContentAffinity(BaseEstimator):
         has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
         with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
             S = _nearest(Z, k, has_content, show)  # data = squared distances
-        if bandwidth is None:
-            median = float(np.median(S.data)) if S.nnz else 0.0
-            bandwidth = median if median > 0 else 1.0
-        S.data = np.exp(-S.data / bandwidth)
+        self.bandwidth_ = gaussian_in_place(S, bandwidth)
         self.affinity_ = Affinity.trusted(S, k, "custom", "item")
-        self.bandwidth_ = float(bandwidth)
         self.n_items_ = n
         return self
 
@@ -169,6 +165,16 @@ def _nearest(Z, k, has_content, show_progress=False) -> sp.csr_matrix:
     np.cumsum(count, out=indptr[1:])
     valid = ids >= 0
     return sp.csr_matrix((-neg[valid], ids[valid].astype(INDEX_DTYPE), indptr), shape=(n, n))
+
+
+def gaussian_in_place(S, bandwidth=None) -> float:
+    """Turn the stored squared distances (or costs) of ``S`` into ``exp(-S / bandwidth)``; without a
+    ``bandwidth``, the median stored value (1 when it is 0).  Returns the bandwidth used."""
+    if bandwidth is None:
+        median = float(np.median(S.data)) if S.nnz else 0.0
+        bandwidth = median if median > 0 else 1.0
+    S.data = np.exp(-S.data / bandwidth)
+    return float(bandwidth)
 
 
 def top_fraction(S, frac, exclude_self):

@@ -56,7 +56,7 @@ from .._validation import (
     numba_threads,
 )
 from .affinity import Affinity
-from .content import _check_content, _nearest, coconsumption_relevance
+from .content import _check_content, _nearest, coconsumption_relevance, gaussian_in_place
 from .knn import check_k
 
 __all__ = ["PAIRS", "SCOPES", "LGMMLAffinity", "candidate_relevance", "pair_vectors", "rerank_costs"]
@@ -250,13 +250,9 @@ class LGMMLAffinity(Persistable, BaseEstimator):
                 ranker, Fn[warm], U[warm], R, min(n_candidates, warm.size - 1), self.pair, self.distance_feature
             )
             S = self._rerank(Fn, U, n_candidates, k)
-        bandwidth = self.bandwidth
-        if bandwidth is None:
-            median = float(np.median(S.data)) if S.nnz else 0.0
-            bandwidth = median if median > 0 else 1.0
-        S.data = np.exp(-S.data / bandwidth)
+        self.bandwidth_ = gaussian_in_place(S, self.bandwidth)
         self.affinity_ = Affinity.trusted(S, k, "custom", "item")
-        self.components_, self.bandwidth_, self.warm_ = Vt, float(bandwidth), warm
+        self.components_, self.warm_ = Vt, warm
         self.n_items_ = n
         return self
 
