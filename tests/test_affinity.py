@@ -86,6 +86,9 @@ def test_affinity_truncate_and_neighbors():
     small = cosine_affinity(sp.csr_matrix(D), 2)
     assert rows_of(aff.truncate(2)) == rows_of(small.matrix)
     assert rows_of(aff.truncate()) == rows_of(aff.matrix)
+    whole = aff.truncate(6)  # nothing to cut: still a writable copy, not the read-only matrix
+    assert rows_of(whole) == rows_of(aff.matrix) and np.array_equal(whole.data, aff.matrix.data)
+    assert whole.data.flags.writeable and not np.shares_memory(whole.data, aff.matrix.data)
     ids, vals = aff.neighbors(3, 2)
     assert ids.tolist() == rows_of(small.matrix)[3]
     np.testing.assert_array_equal(vals, small.matrix[3, ids].toarray().ravel())

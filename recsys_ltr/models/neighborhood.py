@@ -100,7 +100,14 @@ class _Neighborhood(PrefixK, Recommender):
             self.user_neighbors_ = self.user_affinity_.truncate(k)
             # built once so that recommend(..., recalculate_user=True) costs O(nnz of the query)
             self.user_index_ = _knn_index(self.user_items_, self._weights_of(self.user_items_))
-        self.item_users_ = self.user_items_.T.tocsr()
+        self._item_users = None  # items x users, built on first use (_item_columns)
+
+    def _item_columns(self) -> sp.csr_matrix:
+        """The training items' user columns as CSR rows, transposed once on first use (only
+        ``similar_items`` of user-based models and ``recalculate_item`` need them)."""
+        if self._item_users is None:
+            self._item_users = self.user_items_.T.tocsr()
+        return self._item_users
 
     def _weights_of(self, M):
         w = self._feature_weights(M)
@@ -127,11 +134,12 @@ class _Neighborhood(PrefixK, Recommender):
         if self.uses_items:
             return super()._item_similarity_rows(items)
         # user-based: the items' cosine (KUNN: Eq. 4.5) over their user columns, on demand
-        return cosine_rows(self.item_users_, items, self._feature_weights(self.item_users_))
+        M = self._item_columns()
+        return cosine_rows(M, items, self._feature_weights(M))
 
     def _recalculated_item_rows(self, cols):
         """Cosine (KUNN: Eq. 4.5) of new user columns with every training item's column."""
-        M = sp.vstack([self.item_users_, cols]).tocsr()
+        M = sp.vstack([self._item_columns(), cols]).tocsr()
         n = self.n_items_
         return cosine_rows(M, np.arange(n, n + cols.shape[0]), self._feature_weights(M))[:, :n]
 

@@ -527,6 +527,8 @@ def truncate_rows(S, k) -> sp.csr_matrix:
     """
     k = check_positive_int(k, "k")
     counts = np.diff(S.indptr)
+    if counts.max(initial=0) <= k:  # nothing to cut (e.g. k = k_max)
+        return S.copy()
     pos = np.arange(S.nnz) - np.repeat(S.indptr[:-1], counts)
     keep = pos < k
     indptr = np.zeros(S.shape[0] + 1, INDEX_DTYPE)
