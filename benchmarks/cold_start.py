@@ -44,7 +44,12 @@ Methods
   (``LGMML_BANDWIDTHS``) are chosen on validation (one fit, re-weighted from its candidate
   scores).  lastfm-2k seed-0 validation ADG (Euclid .3087; best bandwidth multiple of each):
   64 components, L-GMML alone (w = 0) .288, w = .5 .305, .75 .307, .9 .309, content order
-  (w = 1) .309; 128 components .294, .308, .310, .310; 16 components .278 alone.  Tried there
+  (w = 1) .309; 128 components .294, .308, .310, .310; 16 components .278 alone; 256 components:
+  L-GMML alone .302, best (w = .75) .3105 against .3097 at 128, but on test (3 seeds) L-GMML
+  item-p ADG / REC@10 .2906 / .3153 on lastfm-2k (128: .2900 / .3102) and .3397 / .4197 on
+  citeulike-a (128: .3401 / .4161) for 2-3x the fit time (136 s against 66 s and 49 s: the local
+  distances take ``m d^2`` flops a pair), so 128 stays.  Relevance fractions .03 and .05 (128 components):
+  best .3093 and .3089, L-GMML alone .296 and .294.  Tried there
   without gain (w = 0, 64 components): the pair's content distance as an extra feature
   (``distance_feature``, .289; .294 at 128), relevance within each query's candidates
   (``relevance_scope="candidates"``, fractions .05 to .2: .288), ``distance="mahalanobis"``
