@@ -161,7 +161,7 @@ class Recommender(Persistable, BaseEstimator):
         return None
 
     def _score_factors(self, rows, ids, recalculate):
-        """``(U, V)``, dense float64, when the scores of ``rows`` are ``U @ V.T`` (factor models), so
+        """``(U, V)``, dense, when the scores of ``rows`` are ``U @ V.T`` (factor models), so
         that ``recommend`` ranks them tile by tile; ``None`` otherwise."""
         return None
 
@@ -252,6 +252,7 @@ class Recommender(Persistable, BaseEstimator):
         # without recalculation a user-based model scores from the stored training rows
         scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
         excluded = self._excluded(filter_items, items, self.n_items_, "items")
+        # canonical int32 CSR either way (rows are checked at the boundary): the kernels take its arrays as they are
         liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape, dtype=np.float64)
         n_out = min(N, self.n_items_ if items is None else int(np.count_nonzero(~excluded)))
         out_ids = np.empty((len(ids), n_out), np.int64)
@@ -275,8 +276,8 @@ class Recommender(Persistable, BaseEstimator):
                 top_k_dense(
                     scores,
                     self.item_popularity_,
-                    part.indptr.astype(INDEX_DTYPE, copy=False),
-                    part.indices.astype(INDEX_DTYPE, copy=False),
+                    part.indptr,
+                    part.indices,
                     excluded,
                     False,
                     False,
@@ -290,7 +291,7 @@ class Recommender(Persistable, BaseEstimator):
         fill = np.lexsort((np.arange(self.n_items_), -self.item_popularity_))
         top_k_sparse_product(
             R.indptr, R.indices, R.data, B.indptr, B.indices, B.data,
-            liked.indptr.astype(INDEX_DTYPE, copy=False), liked.indices.astype(INDEX_DTYPE, copy=False),
+            liked.indptr, liked.indices,
             excluded, self.item_popularity_, fill, _topk.strided_chunks(R.shape[0]), out_ids, out_scores,
         )  # fmt: skip
 
@@ -303,7 +304,7 @@ class Recommender(Persistable, BaseEstimator):
         with threadpool_limits(1, user_api="blas"):
             top_k_factor_product(
                 U, V.T, self.item_popularity_,
-                liked.indptr.astype(INDEX_DTYPE, copy=False), liked.indices.astype(INDEX_DTYPE, copy=False),
+                liked.indptr, liked.indices,
                 excluded, tile, _topk.strided_chunks(-(-U.shape[0] // tile)), out_ids, out_scores,
             )  # fmt: skip
 
