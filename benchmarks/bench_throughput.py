@@ -94,7 +94,10 @@ def _fresh_process(code, pythonpath, cold):
     with tempfile.TemporaryDirectory() as cache:
         if cold:
             env["NUMBA_CACHE_DIR"] = cache
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=pythonpath
+        )
     return [float(v) for v in done.stdout.split()[-2:]]
 
 

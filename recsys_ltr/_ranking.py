@@ -98,7 +98,7 @@ def _count_by_buckets(scores, tiebreak, te_idx, tr_idx, ex_idx, out):
     """
     m = te_idx.shape[0]
     perm = np.arange(m)
-    sort_best_first(perm, scores[te_idx], -tiebreak[te_idx])  # score desc, then tiebreak asc
+    sort_best_first(perm, scores[te_idx], -tiebreak[te_idx].astype(np.float64))  # score desc, tiebreak asc
     s_sorted = scores[te_idx[perm]]
     t_sorted = tiebreak[te_idx[perm]]
     s_last, t_last = s_sorted[m - 1], t_sorted[m - 1]
@@ -269,7 +269,7 @@ def _product_ranks(acc, touched, skip, tiebreak, te, tr, ex):
     perm = np.arange(m)
     s_te = acc[te]
     t_te = tiebreak[te]
-    sort_best_first(perm, s_te, -t_te)
+    sort_best_first(perm, s_te, -t_te.astype(np.float64))  # float64 keys, as recommend's: compiled once
     s_sorted = s_te[perm]
     t_sorted = t_te[perm]
     cnt = np.zeros(m + 1, np.int64)

@@ -49,6 +49,10 @@ BLOCK_FLOATS = 2**22
 #: Scores one thread of :func:`top_k_factor_product` multiplies at once (8 MiB, within a shared cache):
 #: on gowalla (40,981 items) 25-row tiles; 16 and 64 rows were slower.
 TILE_FLOATS = 2**20
+#: A zero that numba types as ``int64``: a literal ``0`` reaching a helper (as a constant argument or
+#: as the start of a counter) makes numba compile that helper once more for ``Literal[int](0)``, about
+#: 0.1-0.3 s each on first use.
+ZERO = np.int64(0)
 
 
 # ------------------------------------------------------------------------------ bounded heap
@@ -97,7 +101,7 @@ def heap_offer(heap, size, cand, primary, secondary):
         return size + 1
     if size > 0 and better(cand, heap[0], primary, secondary):
         heap[0] = cand
-        _sift_down(heap, size, 0, primary, secondary)
+        _sift_down(heap, size, ZERO, primary, secondary)
     return size
 
 
@@ -106,7 +110,7 @@ def heap_sort_best_first(heap, size, primary, secondary):
     """Sort ``heap[:size]`` in place, best element first."""
     for last in range(size - 1, 0, -1):
         heap[0], heap[last] = heap[last], heap[0]
-        _sift_down(heap, last, 0, primary, secondary)
+        _sift_down(heap, last, ZERO, primary, secondary)
 
 
 @njit(cache=True)
@@ -127,7 +131,7 @@ def _sort_keyed_best_first(ids, keys, m):
     for last in range(m - 1, 0, -1):
         ids[0], ids[last] = ids[last], ids[0]
         keys[0], keys[last] = keys[last], keys[0]
-        _sift_down_worst(ids, keys, last, 0)
+        _sift_down_worst(ids, keys, last, ZERO)
 
 
 @njit(cache=True)
@@ -155,7 +159,7 @@ def sort_ascending(a):
         _sift_down_max(a, n, start)
     for last in range(n - 1, 0, -1):
         a[0], a[last] = a[last], a[0]
-        _sift_down_max(a, last, 0)
+        _sift_down_max(a, last, ZERO)
 
 
 @njit(cache=True)
@@ -221,7 +225,7 @@ def _take_best(cand, vals, m, need, out, start, scratch):
         scratch[t] = vals[t]
     kth = _kth_largest(scratch, m, need)
     pos = start
-    n_ties = 0
+    n_ties = ZERO
     for t in range(m):
         if vals[t] > kth:
             out[pos] = cand[t]
@@ -265,8 +269,8 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
         while above + hist[edge] < k:
             above += hist[edge]
             edge -= 1
-        size = 0
-        n_edge = 0
+        size = ZERO
+        n_edge = ZERO
         for t in range(m):
             q = bucket[t]
             hist[q] = 0  # leave the histogram zeroed for the next row
@@ -280,7 +284,7 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
         _take_best(cand, vals, n_edge, k - size, out, size, scratch)
         m = k
     else:
-        _copy(cand, out, 0, m)
+        _copy(cand, out, ZERO, m)
     for t in range(m):
         scratch[t] = primary[out[t]]
     _sort_keyed_best_first(out, scratch, m)
@@ -301,7 +305,7 @@ def _best_of_row(row, secondary, skip, drop_zero, drop_nonfinite, heap, out_ids,
     """Best ``len(heap)`` columns of the dense ``row`` outside ``skip`` into ``out_ids`` and
     ``out_scores`` (padded with ``-1`` / ``-inf``); ``heap`` is scratch.  See :func:`top_k_dense`."""
     n_out = heap.shape[0]
-    size = 0
+    size = ZERO
     worst = -np.inf  # score of the heap's root once full: most columns fail this one test
     for i in range(row.shape[0]):
         v = row[i]
@@ -380,7 +384,7 @@ def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, o
         key = data[lo:hi]
         tie = np.zeros(hi - lo)
         heap = np.empty(min(k, hi - lo), np.int64)
-        size = 0
+        size = ZERO
         for p in range(hi - lo):
             v = key[p]
             if v == 0.0 or (positive_only and v < 0.0) or (skip_diagonal and indices[lo + p] == i):
@@ -456,7 +460,7 @@ def top_k_sparse_product(
         for r in range(c, n_rows, n_chunks):  # strided: heavy rows clustered by id are shared out
             _flag_row(skip, ex_indptr, ex_indices, r, excluded, True)
             n_touched = scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched)
-            size = 0
+            size = ZERO
             for t in range(n_touched):
                 i = touched[t]
                 if acc[i] > 0.0 and not skip[i]:

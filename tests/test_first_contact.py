@@ -236,6 +236,38 @@ def test_a_one_line_notice_appears_once_and_only_while_kernels_compile(tmp_path,
     assert (first, second) == ((0, 0) if silenced else (1, 0))  # cold cache: once; warm cache: never
 
 
+def test_the_tours_kernels_compile_each_helper_once_not_again_for_a_literal_zero(tmp_path):
+    # a counter starting at a literal 0 makes numba compile the helper it reaches twice (for
+    # Literal[int](0), then int64): 0.1-0.3 s each on first use (recsys_ltr._topk.ZERO)
+    script = (
+        "import numpy as np, scipy.sparse as sp\n"
+        "from numba.core import event\n"
+        "seen = []\n"
+        "class Listener(event.Listener):\n"
+        "    def on_start(self, ev): pass\n"
+        "    def on_end(self, ev):\n"
+        "        f = ev.data['dispatcher'].py_func\n"
+        "        if f.__module__.startswith('recsys_ltr'): seen.append(f'{f.__qualname__}{ev.data[\"args\"]}')\n"
+        "event.register('numba:compile', Listener())\n"
+        "from recsys_ltr import split\n"
+        "from recsys_ltr.datasets import make_synthetic\n"
+        "from recsys_ltr.metrics import evaluate\n"
+        "from recsys_ltr.models import ItemKNN\n"
+        "X = sp.csr_matrix(make_synthetic(n_users=80, n_items=50, density=0.2, seed=0).matrix)\n"
+        "train, _, test = split.holdout(X, val=0.0, test=0.2, seed=0)\n"
+        "model = ItemKNN(k=5).fit(train)\n"
+        "model.recommend(np.arange(80), train, N=3)\n"
+        "evaluate(model, train, test, k=3)\n"
+        "print('\\n'.join(seen))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "RECSYS_LTR_COMPILE_NOTICE": "0"}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    compiled = run.stdout.splitlines()
+    assert any(line.startswith("select_best_positive") for line in compiled)  # the helpers did compile
+    assert not [line for line in compiled if "Literal[int]" in line]
+
+
 @pytest.mark.parametrize("preset", [None, "ACTIVE"])
 def test_openmp_threads_sleep_between_parallel_loops_unless_the_user_chose(preset):
     env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}

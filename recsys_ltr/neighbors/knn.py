@@ -33,7 +33,7 @@ from numba import njit, prange
 from tqdm.auto import tqdm
 
 from .._progress import progress_enabled
-from .._topk import BLOCK_FLOATS, N_BUCKETS, select_best_positive, top_k_sparse
+from .._topk import BLOCK_FLOATS, N_BUCKETS, ZERO, select_best_positive, top_k_sparse
 from .._validation import (
     INDEX_DTYPE,
     check_compressed,
@@ -102,7 +102,7 @@ def _knn_kernel(
                     touched[n_touched] = b  # branch-free: kept only on the first touch
                     n_touched += acc[b] == 0.0
                     acc[b] += w
-            m = 0
+            m = ZERO
             for t in range(n_touched):
                 b = touched[t]
                 # the product of the scales is symmetric, so cosine's sim(a, b) == sim(b, a) bitwise
