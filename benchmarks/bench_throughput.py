@@ -17,12 +17,16 @@ same run (median of ``--runs`` interleaved runs after a warm-up call; wall and p
   implicit's own batch ``recommend`` with the same 64 factors.
 * ``serve`` -- users/s of ``EASE`` and ``FEBR()`` ``recommend`` (every user, N = 10) on
   movielens-1m-implicit.
+* ``serial`` -- the row kernels that run serially on small calls (:mod:`recsys_ltr._parallel`):
+  ItemKNN(k=50) fit, ``recommend`` of every user and ``evaluate`` on movielens-100k, lastfm-2k and
+  movielens-1m-implicit, each forced serial and forced parallel, with the call's work units, the
+  serial seconds per unit (the kernels' ``seconds_per_unit``) and the version the call picks.
 
 ``--contention`` runs a CPU-bound competitor (one process spinning a Python loop) for the whole
 benchmark, as on a shared server.
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_throughput.py [--contention] [--runs 3]
-        [--only tour,knn,als,serve] [--baseline REF]
+        [--only tour,knn,als,serve,serial] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("tour", "knn", "als", "serve")
+SECTIONS = ("tour", "knn", "als", "serve", "serial")
 TOUR = """
 import time
 c0, t0 = time.process_time(), time.perf_counter()
@@ -191,6 +195,48 @@ def bench_serve(runs):
         )
 
 
+def bench_serial(runs):
+    from recsys_ltr import _parallel, datasets, split
+    from recsys_ltr.metrics import evaluate
+    from recsys_ltr.models import ItemKNN
+
+    calls, default = [], _parallel.SERIAL_SECONDS
+    call = _parallel.RowKernel.__call__
+    _parallel.RowKernel.__call__ = lambda kernel, *args, work: (
+        calls.append((kernel, work)) or call(kernel, *args, work=work)
+    )
+    print(
+        "\n| call | serial s | parallel s | serial / parallel | work units | serial ns / unit | runs |\n|---|---:|---:|---:|---:|---:|---|"
+    )
+    try:
+        for name in ("movielens-100k", "lastfm-2k", "movielens-1m-implicit"):
+            train, val, test = split.holdout(datasets.load(name).matrix, val=0.1, test=0.2, seed=0)
+            model = ItemKNN(k=50).fit(train)
+            users = np.arange(train.shape[0])
+            for what, fn in (
+                ("ItemKNN(k=50).fit", lambda: ItemKNN(k=50).fit(train)),
+                ("recommend(every user, N=10)", lambda: model.recommend(users, train, N=10)),
+                ("evaluate", lambda: evaluate(model, train, test, exclude=val, k=10)),
+            ):
+                calls.clear()
+                fn()
+                kernel, work = max(calls, key=lambda c: c[1])
+                times = {}
+                for version, limit in (("serial", np.inf), ("parallel", 0.0)):
+                    _parallel.SERIAL_SECONDS = limit
+                    times[version] = timed(fn, runs)[0]
+                _parallel.SERIAL_SECONDS = default
+                picked = "serial" if kernel.runs_serially(work) else "parallel"
+                print(
+                    f"| {what}, {name} | {times['serial']:.4f} | {times['parallel']:.4f} | "
+                    f"{times['serial'] / times['parallel']:.2f} | {work:.3g} | {1e9 * times['serial'] / work:.2f} | "
+                    f"{picked} |",
+                    flush=True,
+                )
+    finally:
+        _parallel.RowKernel.__call__ = call
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -205,9 +251,11 @@ def main():
     print(
         f"threads: {os.environ['NUMBA_NUM_THREADS']}; contention: {'one CPU-bound process' if competitor else 'none'}"
     )
-    header()
+    sections = args.only.split(",")
+    if set(sections) - {"serial"}:
+        header()
     try:
-        for section in args.only.split(","):
+        for section in sections:
             if section == "tour":
                 bench_tour(args.tour_runs, args.baseline)
             else:

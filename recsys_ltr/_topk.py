@@ -22,11 +22,12 @@ passing their negation.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from tqdm.auto import tqdm
+
+from ._parallel import row_kernel
 
 __all__ = [
     "BLOCK_FLOATS",
@@ -122,7 +123,7 @@ def sort_best_first(ids, primary, secondary):
     heap_sort_best_first(ids, ids.shape[0], primary, secondary)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sort_keyed_best_first(ids, keys, m):
     """Sort ``ids[:m]`` with their ``keys[:m]`` in place, best first (larger key, then smaller id):
     heap sort on the contiguous keys, not a gather from a full score row at every comparison."""
@@ -214,7 +215,7 @@ def _copy(src, dst, start, m):
         dst[start + t] = src[t]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _take_best(cand, vals, m, need, out, start, scratch):
     """Write the best ``need <= m`` of ``cand[:m]`` (values ``vals[:m]``, ties: smaller id) to
     ``out[start:start + need]`` in no particular order.  Reorders the prefix of ``cand``."""
@@ -252,7 +253,7 @@ _BASE = int(np.float64(2.0**-24).view(np.int64)) >> _SHIFT
 N_BUCKETS = 25 * 64 + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary, out):
     """Best ``min(k, m)`` of ``cand[:m]`` (positive values ``vals[:m]`` = ``primary[cand]``,
     ``bits`` = ``vals`` viewed as int64; ``hist`` of length :data:`N_BUCKETS`, all zeros) into
@@ -292,7 +293,7 @@ def select_best_positive(cand, vals, bits, bucket, hist, scratch, m, k, primary,
 
 
 # ------------------------------------------------------------------------------ row kernels
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _flag_row(skip, ex_indptr, ex_indices, r, excluded, on):
     """Flag row ``r``'s excluded columns in ``skip`` (``on``), or give them back their global
     ``excluded`` value (``not on``): per-row exclusions on one scratch mask in O(row)."""
@@ -396,7 +397,7 @@ def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, o
         out_count[i] = size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched):
     """Add row ``r`` of ``R @ B`` (CSR ``R``, ``B``) into the zeroed accumulator ``acc``, in the order
     of :func:`recsys_ltr.models.base.sparse_dense_product` (bitwise equal sums); the columns first
@@ -415,7 +416,7 @@ def scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc
     return n_touched
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def clear_row(acc, seen, touched, n_touched):
     """Zero what :func:`scatter_row` wrote, in O(touched columns)."""
     for t in range(n_touched):
@@ -423,7 +424,7 @@ def clear_row(acc, seen, touched, n_touched):
         seen[touched[t]] = False
 
 
-@njit(parallel=True, cache=True)
+@row_kernel(seconds_per_unit=7.7e-9)
 def top_k_sparse_product(
     r_indptr,
     r_indices,
@@ -485,12 +486,6 @@ def top_k_sparse_product(
 
 
 # ------------------------------------------------------------------------------ Python helpers
-def strided_chunks(n_rows: int) -> int:
-    """Chunks a row kernel deals ``n_rows`` rows to: several per numba thread, so that a thread slowed
-    by another process on its core holds up little of the loop."""
-    return min(n_rows, 8 * numba.get_num_threads())
-
-
 def rank_sparse_rows(S: sp.csr_matrix, n_out: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``n_out`` largest non-zero entries of every row of the canonical CSR ``S``, ties by
     smaller column, as ``(ids, scores)`` of shape ``(n_rows, n_out)`` padded with ``-1``/``-inf``."""

@@ -50,7 +50,8 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from recsys_ltr import _ranking, _topk
+from recsys_ltr import _ranking
+from recsys_ltr._parallel import product_work, strided_chunks
 from recsys_ltr._ranking import BASE_METRICS, evaluate_block, evaluate_product_block, metrics_from_ranks, rank_block
 from recsys_ltr._validation import (
     INDEX_DTYPE,
@@ -303,7 +304,8 @@ def _evaluate_product(product, inputs: _EvaluationInputs, train, test, exclude) 
     R, B = product
     return evaluate_product_block(
         R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, inputs.tiebreak,
-        *_csr_parts(train), *_csr_parts(test), *_csr_parts(exclude), inputs.cutoffs, _topk.strided_chunks(R.shape[0]),
+        *_csr_parts(train), *_csr_parts(test), *_csr_parts(exclude), inputs.cutoffs, strided_chunks(R.shape[0]),
+        work=product_work(R.indices, B.indptr, R.shape[0], B.shape[1]),
     )  # fmt: skip
 
 

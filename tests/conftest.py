@@ -1,6 +1,28 @@
-"""Session fixtures shared by the test modules."""
+"""Session fixtures shared by the test modules, and the ``--row-kernels`` option."""
+
+import math
 
 import pytest
+
+_SERIAL_SECONDS = {"serial": math.inf, "parallel": 0.0}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--row-kernels",
+        choices=["auto", *_SERIAL_SECONDS],
+        default="auto",
+        help="which version of the chunked row kernels runs (recsys_ltr._parallel.RowKernel): by the "
+        "call's size (auto), or always one of them; the small test data would otherwise run serially only",
+    )
+
+
+def pytest_configure(config):
+    choice = config.getoption("--row-kernels")
+    if choice != "auto":
+        from recsys_ltr import _parallel
+
+        _parallel.SERIAL_SECONDS = _SERIAL_SECONDS[choice]
 
 
 @pytest.fixture(scope="session")

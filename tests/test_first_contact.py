@@ -236,9 +236,10 @@ def test_a_one_line_notice_appears_once_and_only_while_kernels_compile(tmp_path,
     assert (first, second) == ((0, 0) if silenced else (1, 0))  # cold cache: once; warm cache: never
 
 
-def test_the_tours_kernels_compile_each_helper_once_not_again_for_a_literal_zero(tmp_path):
+def test_the_tours_kernels_compile_once_serially_not_again_for_a_literal_zero(tmp_path):
     # a counter starting at a literal 0 makes numba compile the helper it reaches twice (for
-    # Literal[int](0), then int64): 0.1-0.3 s each on first use (recsys_ltr._topk.ZERO)
+    # Literal[int](0), then int64): 0.1-0.3 s each on first use (recsys_ltr._topk.ZERO); and calls
+    # this small run serially, without the parallel versions' parfor compile (recsys_ltr._parallel)
     script = (
         "import numpy as np, scipy.sparse as sp\n"
         "from numba.core import event\n"
@@ -246,8 +247,8 @@ def test_the_tours_kernels_compile_each_helper_once_not_again_for_a_literal_zero
         "class Listener(event.Listener):\n"
         "    def on_start(self, ev): pass\n"
         "    def on_end(self, ev):\n"
-        "        f = ev.data['dispatcher'].py_func\n"
-        "        if f.__module__.startswith('recsys_ltr'): seen.append(f'{f.__qualname__}{ev.data[\"args\"]}')\n"
+        "        d = ev.data['dispatcher']; f = d.py_func; p = d.targetoptions.get('parallel')\n"
+        "        if f.__module__.startswith('recsys_ltr'): seen.append(f'{f.__qualname__}{ev.data[\"args\"]} {p}')\n"
         "event.register('numba:compile', Listener())\n"
         "from recsys_ltr import split\n"
         "from recsys_ltr.datasets import make_synthetic\n"
@@ -264,8 +265,10 @@ def test_the_tours_kernels_compile_each_helper_once_not_again_for_a_literal_zero
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     compiled = run.stdout.splitlines()
-    assert any(line.startswith("select_best_positive") for line in compiled)  # the helpers did compile
+    assert any(line.startswith("heap_offer") for line in compiled)  # the helpers did compile
     assert not [line for line in compiled if "Literal[int]" in line]
+    assert any(line.startswith("_knn_kernel_serial") for line in compiled)
+    assert not [line for line in compiled if line.endswith(" True")]  # no parallel=True kernel
 
 
 @pytest.mark.parametrize("preset", [None, "ACTIVE"])

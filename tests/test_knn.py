@@ -172,18 +172,20 @@ def test_select_best_positive_splits_ties_by_smaller_id(seed, m, k, n_values):
     assert np.all(out[size:] == -1) and not hist.any()
 
 
-def test_threads_do_not_change_neighbours_recommendations_or_evaluation():
-    from recsys_ltr import split
+def test_threads_and_serial_kernels_do_not_change_neighbours_recommendations_or_evaluation(monkeypatch):
+    from recsys_ltr import _parallel, split
     from recsys_ltr.metrics import evaluate
     from recsys_ltr.models import ItemKNN
 
     D = sp.csr_matrix(random_feedback(np.random.default_rng(3), 60, 40, 0.3))
     train, _, test = split.holdout(D, val=0.0, test=0.3, seed=0)
     runs = []
-    for threads in (1, 2):
+    for threads, serial_seconds in ((1, 0.0), (2, 0.0), (2, np.inf)):  # parallel kernels, then serial
+        monkeypatch.setattr(_parallel, "SERIAL_SECONDS", serial_seconds)
         model = ItemKNN(k=10, num_threads=threads).fit(train)
         ids, scores = model.recommend(np.arange(60), train, N=8)
         table = evaluate(model, train, test, k=5, num_threads=threads)
         runs.append((model.item_scorer_.toarray(), ids, scores, np.stack(list(table.per_user.values()))))
-    for one, two in zip(*runs, strict=True):
-        np.testing.assert_array_equal(one, two)
+    for one, *others in zip(*runs, strict=True):
+        for other in others:
+            np.testing.assert_array_equal(one, other)

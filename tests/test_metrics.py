@@ -335,8 +335,9 @@ def test_metrics_from_ranks_matches_evaluate():
     n_items=st.integers(2, 14),
     n_levels=st.integers(1, 3),
     n_chunks=st.integers(1, 3),
+    version=st.sampled_from(["serial", "parallel"]),
 )
-def test_product_kernel_matches_brute_force(seed, n_users, n_items, n_levels, n_chunks):
+def test_product_kernel_matches_brute_force(seed, n_users, n_items, n_levels, n_chunks, version):
     # Scores R @ B with few value levels and many zeros: ties among positive scores, test items
     # scoring 0 (ranked by popularity among the unscored candidates), non-candidates scoring 0 or > 0.
     _, train, test, exclude = random_case(seed, n_users, n_items, 2)
@@ -350,7 +351,7 @@ def test_product_kernel_matches_brute_force(seed, n_users, n_items, n_levels, n_
     users = np.flatnonzero(np.diff(test.indptr))
     parts = [(M[users].indptr, M[users].indices) for M in (train, test, exclude)]
     Ru = R[users]
-    table = _ranking.evaluate_product_block(
+    table = getattr(_ranking.evaluate_product_block, version)(
         Ru.indptr, Ru.indices, Ru.data, B.indptr, B.indices, B.data, tiebreak,
         *parts[0], *parts[1], *parts[2], np.array([2]), min(n_chunks, len(users)),
     )  # fmt: skip

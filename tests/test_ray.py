@@ -92,8 +92,10 @@ def cache_stats_in_a_new_worker(model, train, test):
     from recsys_ltr._ranking import evaluate_product_block  # the kernel ranking item-p's sparse scores
 
     evaluate(model, train, test, batch_size=50)
-    stats = evaluate_product_block.stats
-    return os.getpid(), dict(stats.cache_hits), dict(stats.cache_misses)
+    stats = [version.stats for version in (evaluate_product_block.serial, evaluate_product_block.parallel)]
+    return os.getpid(), *(
+        {k: v for s in stats for k, v in getattr(s, name).items()} for name in ("cache_hits", "cache_misses")
+    )
 
 
 # ----------------------------------------------------------------------------- evaluate

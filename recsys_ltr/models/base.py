@@ -35,6 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import _topk
 from .._io import Persistable
+from .._parallel import product_work, strided_chunks
 from .._progress import progress_enabled
 from .._topk import top_k_dense, top_k_factor_product, top_k_sparse_product
 from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
@@ -292,7 +293,8 @@ class Recommender(Persistable, BaseEstimator):
         top_k_sparse_product(
             R.indptr, R.indices, R.data, B.indptr, B.indices, B.data,
             liked.indptr, liked.indices,
-            excluded, self.item_popularity_, fill, _topk.strided_chunks(R.shape[0]), out_ids, out_scores,
+            excluded, self.item_popularity_, fill, strided_chunks(R.shape[0]), out_ids, out_scores,
+            work=product_work(R.indices, B.indptr, R.shape[0], B.shape[1]),
         )  # fmt: skip
 
     def _top_n_of_factors(self, U, V, liked, excluded, out_ids, out_scores):
@@ -305,7 +307,7 @@ class Recommender(Persistable, BaseEstimator):
             top_k_factor_product(
                 U, V.T, self.item_popularity_,
                 liked.indptr, liked.indices,
-                excluded, tile, _topk.strided_chunks(-(-U.shape[0] // tile)), out_ids, out_scores,
+                excluded, tile, strided_chunks(-(-U.shape[0] // tile)), out_ids, out_scores,
             )  # fmt: skip
 
     @staticmethod
@@ -448,7 +450,8 @@ class Recommender(Persistable, BaseEstimator):
         with numba_threads(self.num_threads):
             top_k_sparse_product(
                 ptr, own, np.ones(len(ids)), S.indptr, S.indices, S.data, ptr, own, excluded, np.zeros(n),
-                np.empty(0, np.int64), _topk.strided_chunks(len(ids)), out_ids, out_scores,
+                np.empty(0, np.int64), strided_chunks(len(ids)), out_ids, out_scores,
+                work=product_work(own, S.indptr, len(ids), n),
             )  # fmt: skip
         return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
 

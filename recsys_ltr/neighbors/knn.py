@@ -19,8 +19,9 @@ The similarity kernel computes, for rows ``a`` and ``b`` of a binary matrix ``M`
 with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6).
 The row scales ``1/||a||`` and ``1/||b||`` are inputs of the kernel too, so other products of the
 form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It
-runs in parallel over rows with one sparse accumulator per chunk of rows (never an ``n x n`` dense
-block), and is deterministic: results do not depend on the number of threads.
+runs in parallel over rows (serially for small calls: :mod:`recsys_ltr._parallel`) with one sparse
+accumulator per chunk of rows (never an ``n x n`` dense block), and is deterministic: results do not
+depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
+from numba import prange
 from tqdm.auto import tqdm
 
+from .._parallel import product_work, row_kernel
 from .._progress import progress_enabled
 from .._topk import BLOCK_FLOATS, N_BUCKETS, ZERO, select_best_positive, top_k_sparse
 from .._validation import (
@@ -62,7 +64,7 @@ __all__ = [
 _SIDES = ("item", "user")
 
 
-@njit(parallel=True, cache=True)
+@row_kernel(seconds_per_unit=2.1e-9)
 def _knn_kernel(
     start,
     stop,
@@ -132,22 +134,12 @@ def check_k(k, n: int, what: str = "items", name: str = "k") -> int:
     return k
 
 
-@njit(parallel=True, cache=True)
-def _compact(out_ids, out_sims, indptr, indices, data):
-    for a in prange(indptr.shape[0] - 1):
-        lo = indptr[a]
-        for t in range(indptr[a + 1] - lo):
-            indices[lo + t] = out_ids[a, t]
-            data[lo + t] = out_sims[a, t]
-
-
 def _dense_rows_to_csr(ids, sims, count, n_cols):
+    """CSR rows from the first ``count[a]`` entries of every row ``a`` of ``ids`` and ``sims``."""
+    kept = np.arange(ids.shape[1]) < count[:, None]  # row-major: each row's entries in order
     indptr = np.zeros(ids.shape[0] + 1, INDEX_DTYPE)
     np.cumsum(count, out=indptr[1:])
-    indices = np.empty(indptr[-1], INDEX_DTYPE)
-    data = np.empty(indptr[-1])
-    _compact(ids, sims, indptr, indices, data)
-    return sp.csr_matrix((data, indices, indptr), shape=(ids.shape[0], n_cols))
+    return sp.csr_matrix((sims[kept], ids[kept], indptr), shape=(ids.shape[0], n_cols))
 
 
 class KnnIndex:
@@ -424,6 +416,7 @@ def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
             out_ids,
             out_sims,
             out_count,
+            work=product_work(Q.indices, index.indptr, nq, N_BUCKETS),  # a histogram walk per row
         )
     return _dense_rows_to_csr(out_ids, out_sims, out_count, index.n_rows)
 
