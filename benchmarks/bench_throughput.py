@@ -200,10 +200,10 @@ def bench_serial(runs):
     from recsys_ltr.metrics import evaluate
     from recsys_ltr.models import ItemKNN
 
-    calls, default = [], _parallel.SERIAL_SECONDS
+    seen, default = [], _parallel.SERIAL_SECONDS
     call = _parallel.RowKernel.__call__
-    _parallel.RowKernel.__call__ = lambda kernel, *args, work: (
-        calls.append((kernel, work)) or call(kernel, *args, work=work)
+    _parallel.RowKernel.__call__ = lambda kernel, *args, work, calls=1: (
+        seen.append((kernel, work * calls)) or call(kernel, *args, work=work, calls=calls)
     )
     print(
         "\n| call | serial s | parallel s | serial / parallel | work units | serial ns / unit | runs |\n|---|---:|---:|---:|---:|---:|---|"
@@ -218,9 +218,9 @@ def bench_serial(runs):
                 ("recommend(every user, N=10)", lambda: model.recommend(users, train, N=10)),
                 ("evaluate", lambda: evaluate(model, train, test, exclude=val, k=10)),
             ):
-                calls.clear()
+                seen.clear()
                 fn()
-                kernel, work = max(calls, key=lambda c: c[1])
+                kernel, work = max(seen, key=lambda c: c[1])
                 times = {}
                 for version, limit in (("serial", np.inf), ("parallel", 0.0)):
                     _parallel.SERIAL_SECONDS = limit

@@ -3,10 +3,11 @@
 A row kernel deals its rows to ``n_chunks`` strided chunks (``for c in prange(n_chunks)``), each with
 its own scratch.  :class:`RowKernel` compiles such a kernel twice from the same source: with
 ``parallel=True`` for large calls, and serially (``prange`` runs as ``range``) for calls whose
-estimated serial time is under :data:`SERIAL_SECONDS`.  There threads save at most that much, while
-a parallel kernel costs about a second more to compile on first use (numba's parfor passes): the
-README's tour on movielens-100k, a single user's ``recommend`` and the tests compile no parallel
-kernel at all.  Both versions return the same results bit for bit (each row is computed alone).
+estimated serial time -- over all the calls of one operation, such as an evaluation's user blocks --
+is under :data:`SERIAL_SECONDS`.  There threads save at most that much, while a parallel kernel costs
+about a second more to compile on first use (numba's parfor passes): the README's tour on
+movielens-100k and a single user's ``recommend`` compile no parallel kernel at all.  Both versions
+return the same results bit for bit (each row is computed alone).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ def strided_chunks(n_rows: int) -> int:
 
 def product_work(r_indices, b_indptr, n_rows: int, row_units: int) -> int:
     """Work units of a kernel over the ``n_rows`` rows of ``R @ B`` (CSR parts): the multiply-adds of
-    scattering the rows, plus ``row_units`` per row for ranking it."""
-    return int(np.diff(b_indptr)[r_indices].sum()) + n_rows * row_units
+    scattering the rows (each column of ``R`` times the length of that row of ``B``), plus
+    ``row_units`` per row for ranking it."""
+    n_b = b_indptr.shape[0] - 1
+    return int(np.bincount(r_indices, minlength=n_b) @ np.diff(b_indptr).astype(np.int64)) + n_rows * row_units
 
 
 class RowKernel:
@@ -54,12 +57,12 @@ class RowKernel:
         self.seconds_per_unit = seconds_per_unit
         self.__doc__ = fn.__doc__
 
-    def runs_serially(self, work: int) -> bool:
-        """Whether a call of ``work`` units runs the serial version."""
-        return work * self.seconds_per_unit < SERIAL_SECONDS
+    def runs_serially(self, work: int, calls: int = 1) -> bool:
+        """Whether a call of ``work`` units, one of ``calls`` alike in its operation, runs serially."""
+        return work * calls * self.seconds_per_unit < SERIAL_SECONDS
 
-    def __call__(self, *args, work: int):
-        return (self.serial if self.runs_serially(work) else self.parallel)(*args)
+    def __call__(self, *args, work: int, calls: int = 1):
+        return (self.serial if self.runs_serially(work, calls) else self.parallel)(*args)
 
 
 def row_kernel(seconds_per_unit: float):

@@ -253,7 +253,10 @@ def evaluate_checked(
     starts = range(0, len(eval_users), task_size)
     # a task carries its users' rows; the scorer and what every block reads are shipped once
     blocks = (_user_rows(eval_users[s : s + task_size], train, test, exclude) for s in starts)
-    shared = _EvaluationInputs(score_fn, _product_function(score_fn), tiebreak, cutoffs, num_threads, batch_size)
+    n_blocks = -(-len(eval_users) // batch_size)
+    shared = _EvaluationInputs(
+        score_fn, _product_function(score_fn), tiebreak, cutoffs, num_threads, batch_size, n_blocks
+    )
     bar = tqdm(total=len(starts), desc="evaluate", unit="task", disable=not show_progress)
     with executor_scope(executor) as ex, bar:
         for position, rows in ex.map(_evaluate_users, blocks, shared):
@@ -273,6 +276,7 @@ class _EvaluationInputs:
     cutoffs: np.ndarray
     num_threads: int
     batch_size: int
+    n_blocks: int  # of the whole evaluation: a kernel runs serially only if all of them are small
 
 
 def _user_rows(users, *matrices) -> tuple:
@@ -305,7 +309,7 @@ def _evaluate_product(product, inputs: _EvaluationInputs, train, test, exclude) 
     return evaluate_product_block(
         R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, inputs.tiebreak,
         *_csr_parts(train), *_csr_parts(test), *_csr_parts(exclude), inputs.cutoffs, strided_chunks(R.shape[0]),
-        work=product_work(R.indices, B.indptr, R.shape[0], B.shape[1]),
+        work=product_work(R.indices, B.indptr, R.shape[0], B.shape[1]), calls=inputs.n_blocks,
     )  # fmt: skip
 
 

@@ -368,7 +368,7 @@ def _knn_query(
             (Q[s : s + block_size], self_ids[s : s + block_size], query_scale[s : s + block_size]) for s in starts
         )
         pieces = [None] * len(starts)
-        for position, piece in ex.map(_knn_rows, blocks, _KnnInputs(index, k, num_threads)):
+        for position, piece in ex.map(_knn_rows, blocks, _KnnInputs(index, k, num_threads, len(starts))):
             pieces[position] = piece
             bar.update(piece.shape[0])
     return _stack_rows(pieces, index.n_rows)
@@ -389,6 +389,7 @@ class _KnnInputs:
     index: KnnIndex
     k: int
     num_threads: int
+    n_blocks: int  # of the whole query: the kernel runs serially only if all of them are small
 
 
 def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
@@ -417,6 +418,7 @@ def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
             out_sims,
             out_count,
             work=product_work(Q.indices, index.indptr, nq, N_BUCKETS),  # a histogram walk per row
+            calls=inputs.n_blocks,
         )
     return _dense_rows_to_csr(out_ids, out_sims, out_count, index.n_rows)
 
