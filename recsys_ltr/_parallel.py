@@ -51,8 +51,7 @@ class RowKernel:
     def __init__(self, fn, seconds_per_unit: float):
         self.parallel = njit(parallel=True, cache=True)(fn)
         serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-        serial.__qualname__ = f"{fn.__qualname__}_serial"
-        serial.__doc__ = fn.__doc__
+        serial.__qualname__ = f"{fn.__qualname__}_serial"  # the docstring comes with the code object
         self.serial = njit(cache=True)(serial)
         self.seconds_per_unit = seconds_per_unit
         self.__doc__ = fn.__doc__
