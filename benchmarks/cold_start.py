@@ -18,6 +18,10 @@ Protocol (per data set and seed)
   pseudo-cold items: 20% of the WARM items have their training interactions hidden, the metric is
   fit on the remaining warm items, and item-p recommends the pseudo-cold ones.  The cold test items
   are never used for selection.
+* Every content affinity (Euclid, FRML, blend, L-GMML) is Gaussian, ``exp(-s / sigma^2)``, and
+  every one gets the same bandwidth choice: ``sigma^2`` = ``c`` times the median stored ``s``, ``c``
+  from ``BANDWIDTHS`` chosen on validation with the model's other settings (no refit).  Before,
+  only L-GMML had this choice (the median for the others): an advantage the others lacked.
 
 Methods
 -------
@@ -41,7 +45,7 @@ Methods
   (on lastfm-2k seed-0 validation ADG: absdiff .284, product .186, both .213, so absdiff is
   fixed); pre-selection 150 (validation ADG equal to 300's at half the fit time); 128 components.
   The content weight ``w`` (``LGMML_CONTENT_WEIGHTS``) and the bandwidth multiple
-  (``LGMML_BANDWIDTHS``) are chosen on validation (one fit, re-weighted from its candidate
+  (``BANDWIDTHS``) are chosen on validation (one fit, re-weighted from its candidate
   scores).  lastfm-2k seed-0 validation ADG (Euclid .3087; best bandwidth multiple of each):
   64 components, L-GMML alone (w = 0) .288, w = .5 .305, .75 .307, .9 .309, content order
   (w = 1) .309; 128 components .294, .308, .310, .310; 16 components .278 alone; 256 components:
@@ -53,7 +57,9 @@ Methods
   without gain (w = 0, 64 components): the pair's content distance as an extra feature
   (``distance_feature``, .289; .294 at 128), relevance within each query's candidates
   (``relevance_scope="candidates"``, fractions .05 to .2: .288), ``distance="mahalanobis"``
-  (.291).  Earlier, also without gain: 30 Φ epochs, 100 metrics x 40 queries,
+  (.291); anchors at the origin (the absdiff vector of identical content, Φ refit for them):
+  best .3096 on seed 0 against .3116, .3013 on seed 1 against .3012; bandwidth multiples .0625
+  and .125 (every method drops) and ``w`` .95 (at most .3105).  Earlier, also without gain: 30 Φ epochs, 100 metrics x 40 queries,
   ``test_anchors="candidates"``.  The relevance fraction is fixed at 0.01 (the earlier grid
   (0.01, 0.005) doubled the fits).  GMML's geodesic weight ``t`` is chosen on validation from
   (0.5, 0.2) (``LGMML_GRID``).  Probe on lastfm-2k seed-0 validation (128 components; best ADG over
@@ -64,7 +70,9 @@ Methods
   seeds 0 and 2, .5 for seed 1; citeulike-a .5 for all, so its rows are unchanged) L-GMML item-p
   ADG / REC@10 on lastfm-2k is .2899 / .3184 (``t`` = .5 alone: .2900 / .3102) and LG+blend .2962 /
   .3219 (.2950 / .3164), ahead of every other row on both metrics; L-GMML item-p stays below FRML's
-  .2918 ADG.
+  .2918 ADG.  Per seed (ADG, every affinity with a bandwidth chosen on validation): L-GMML item-p
+  .2899 / .2977 / .2829 against FRML's .2918 / .2967 / .2811, ahead on two seeds of three and on
+  the mean (.2868 against .2865), behind on the median by .0019.
 * ``item-p LG+blend``: item-p over :func:`~recsys_ltr.neighbors.blend_affinity` of the
   ``item-p blend`` affinity and L-GMML's, L-GMML's weight (``LG_BLEND_WEIGHTS``, 0 included:
   then this row equals ``item-p blend``) chosen on validation.
@@ -107,7 +115,7 @@ BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the learned distance (0
 LGMML_FIXED = dict(n_candidates=150, n_components=128, pair="absdiff")  # chosen on validation (docstring)
 LGMML_RANKER = dict(n_metrics=50, queries_per_metric=20, n_epochs=10)  # LGMML's defaults
 LGMML_GRID = [dict(relevance_fraction=0.01, t=t) for t in (0.5, 0.2)]  # t: LGMML's GMML geodesic weight
-LGMML_BANDWIDTHS = (0.25, 0.5, 1.0)  # multiples of the median bandwidth (the same ranker: no refit)
+BANDWIDTHS = (0.25, 0.5, 1.0)  # multiples of every content affinity's median bandwidth, chosen on validation
 LGMML_CONTENT_WEIGHTS = (0.0, 0.5, 0.75, 0.9)  # weight of the content distance in the re-ranking cost (no refit)
 LG_BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of L-GMML's affinity against the tag + FRML blend's
 
@@ -217,10 +225,6 @@ def cold_metrics(score, train, test, cold, threads, metrics=METRICS):
     return {m: res[m] for m in metrics}, len(res.users)
 
 
-def item_p(content, metric, train, k, threads):
-    return item_p_over(ContentAffinity(k=k, metric=metric).fit(content).affinity_, train, k, threads)
-
-
 def item_p_over(affinity, train, k, threads):
     return ContentItemKNN(affinity, k=k, num_threads=threads).fit(train).score
 
@@ -261,21 +265,25 @@ def select(train, content, cold, seed, k, threads):
         return cold_metrics(score, vtrain, vtest, vcold, threads, ("ADG",))[0]["ADG"]
 
     best, affinities = {}, {}
+
+    def consider(w, setting, metric):
+        A = ContentAffinity(k=k, metric=metric).fit(content).affinity_
+        for c in BANDWIDTHS:
+            value = adg(with_bandwidth(A, c))
+            if value > best.get(w, (None, -np.inf))[1]:
+                best[w], affinities[w] = ({"setting": setting, "bandwidth": c}, value), with_bandwidth(A, c)
+
+    consider(0.0, None, None)
     for setting in FRML_GRID:
         frml = fit_frml(vtrain, content, hidden, setting, seed, threads)
         for w in BLEND_WEIGHTS[1:]:
-            A = ContentAffinity(k=k, metric=BlendedMetric(frml, w, content)).fit(content).affinity_
-            value = adg(A)
-            if value > best.get(w, (None, -np.inf))[1]:
-                best[w], affinities[w] = (setting, value), A
-    affinities[0.0] = ContentAffinity(k=k).fit(content).affinity_
-    best[0.0] = (None, adg(affinities[0.0]))
+            consider(w, setting, BlendedMetric(frml, w, content))
     w_best = max(best, key=lambda w: best[w][1])
     lgmml = (None, -np.inf)
     for setting in LGMML_GRID:
         model = fit_lgmml(vtrain, content, setting, seed, k, threads)  # vtrain: warm minus pseudo-cold
         for w in LGMML_CONTENT_WEIGHTS:
-            for c in LGMML_BANDWIDTHS:
+            for c in BANDWIDTHS:
                 A = reweighted(model, content, w, c, k)
                 value = adg(A)
                 if value > lgmml[1]:
@@ -290,9 +298,9 @@ def run(name, X, content, seed, k, threads):
     chosen, (lg_setting, _), lg_blends = select(train, content, cold, seed, k, threads)
     w_best = max(chosen, key=lambda w: chosen[w][1])
     v_best = max(lg_blends, key=lambda v: lg_blends[v])
-    frml_setting = chosen[1.0][0]
+    frml_setting = chosen[1.0][0]["setting"]
     frml = fit_frml(train, content, cold, frml_setting, seed, threads)
-    blend_setting = chosen[w_best][0]
+    blend_setting = chosen[w_best][0]["setting"]
     if w_best == 0.0:
         blend = None
     elif blend_setting == frml_setting:
@@ -301,7 +309,12 @@ def run(name, X, content, seed, k, threads):
         blend = BlendedMetric(fit_frml(train, content, cold, blend_setting, seed, threads), w_best, content)
     lgmml = fit_lgmml(train, content, lg_setting, seed, k, threads)
     lg_affinity = with_bandwidth(lgmml.affinity_, lg_setting["bandwidth"])
-    blend_affinity_ = ContentAffinity(k=k, metric=blend).fit(content).affinity_
+
+    def content_affinity(w, metric):
+        """ContentAffinity over ``metric`` with the bandwidth chosen for blend weight ``w``."""
+        return with_bandwidth(ContentAffinity(k=k, metric=metric).fit(content).affinity_, chosen[w][0]["bandwidth"])
+
+    blend_affinity_ = content_affinity(w_best, blend)
 
     popularity = np.diff(train.tocsc().indptr).astype(np.float64)
     A = ContentAffinity(k=k).fit(content).affinity_.matrix
@@ -310,8 +323,8 @@ def run(name, X, content, seed, k, threads):
     scorers = {
         "random (pop)": constant_scorer(np.random.default_rng(seed + 1).random(n_items)),
         "content-pop": constant_scorer(content_pop),
-        "item-p Euclid": item_p(content, None, train, k, threads),
-        "item-p FRML": item_p(content, frml, train, k, threads),
+        "item-p Euclid": item_p_over(content_affinity(0.0, None), train, k, threads),
+        "item-p FRML": item_p_over(content_affinity(1.0, frml), train, k, threads),
         "item-p blend": item_p_over(blend_affinity_, train, k, threads),
         "item-p L-GMML": item_p_over(lg_affinity, train, k, threads),
         "item-p LG+blend": item_p_over(blend_affinity(blend_affinity_, lg_affinity, v_best, k), train, k, threads),
@@ -326,8 +339,10 @@ def run(name, X, content, seed, k, threads):
         test=test.nnz,
         frml_fit=frml.fit_time_,
         lgmml_fit=lgmml.fit_time_,
-        frml=_describe(frml_setting),
-        blend=f"w={w_best}" + ("" if blend is None else f", {_describe(blend_setting)}"),
+        euclid=f"bandwidth={chosen[0.0][0]['bandwidth']}",
+        frml=_describe({**frml_setting, "bandwidth": chosen[1.0][0]["bandwidth"]}),
+        blend=f"w={w_best}, bandwidth={chosen[w_best][0]['bandwidth']}"
+        + ("" if blend is None else f", {_describe(blend_setting)}"),
         val={w: round(v[1], 4) for w, v in sorted(chosen.items())},
         lgmml=_describe(lg_setting),
         lg_val={v: round(a, 4) for v, a in sorted(lg_blends.items())},
@@ -368,7 +383,10 @@ def main():
             f"load {os.getloadavg()[0]:.1f}"
         )
         for seed, (_, r) in enumerate(runs):
-            print(f"#   seed {seed}: FRML {r['frml']}; blend {r['blend']}; validation ADG by w {r['val']}")
+            print(
+                f"#   seed {seed}: Euclid {r['euclid']}; FRML {r['frml']}; blend {r['blend']}; "
+                f"validation ADG by w {r['val']}"
+            )
             print(
                 f"#   seed {seed}: L-GMML {r['lgmml']}; validation ADG of the LG+blend by L-GMML weight {r['lg_val']}"
             )
@@ -378,6 +396,7 @@ def main():
             + " ".join(f"{m:>8}" for m in METRICS)
             + " "
             + " ".join(f"{m + '/Eu':>10}" for m in METRICS)
+            + "  ADG by seed"
         )
         for method in runs[0][0]:
             med = {m: float(np.median([r[0][method][m] for r in runs])) for m in METRICS}
@@ -386,6 +405,8 @@ def main():
                 + " ".join(f"{med[m]:8.4f}" for m in METRICS)
                 + " "
                 + " ".join(f"{med[m] / base[m]:10.3f}" for m in METRICS)
+                + "  "
+                + " ".join(f"{r[0][method]['ADG']:.4f}" for r in runs)
             )
         sys.stdout.flush()
 
