@@ -72,7 +72,7 @@ Methods
   .3219 (.2950 / .3164), ahead of every other row on both metrics; L-GMML item-p stays below FRML's
   .2918 ADG.  Per seed (ADG, every affinity with a bandwidth chosen on validation): L-GMML item-p
   .2899 / .2977 / .2829 against FRML's .2918 / .2967 / .2811, ahead on two seeds of three and on
-  the mean (.2868 against .2865), behind on the median by .0019.
+  the mean (.2902 against .2899), behind on the median by .0019.
 * ``item-p LG+blend``: item-p over :func:`~recsys_ltr.neighbors.blend_affinity` of the
   ``item-p blend`` affinity and L-GMML's, L-GMML's weight (``LG_BLEND_WEIGHTS``, 0 included:
   then this row equals ``item-p blend``) chosen on validation.
