@@ -269,9 +269,10 @@ def select(train, content, cold, seed, k, threads):
     def consider(w, setting, metric):
         A = ContentAffinity(k=k, metric=metric).fit(content).affinity_
         for c in BANDWIDTHS:
-            value = adg(with_bandwidth(A, c))
+            Ac = with_bandwidth(A, c)
+            value = adg(Ac)
             if value > best.get(w, (None, -np.inf))[1]:
-                best[w], affinities[w] = ({"setting": setting, "bandwidth": c}, value), with_bandwidth(A, c)
+                best[w], affinities[w] = ({"setting": setting, "bandwidth": c}, value), Ac
 
     consider(0.0, None, None)
     for setting in FRML_GRID:
@@ -310,14 +311,17 @@ def run(name, X, content, seed, k, threads):
     lgmml = fit_lgmml(train, content, lg_setting, seed, k, threads)
     lg_affinity = with_bandwidth(lgmml.affinity_, lg_setting["bandwidth"])
 
+    euclid = ContentAffinity(k=k).fit(content).affinity_
+
     def content_affinity(w, metric):
         """ContentAffinity over ``metric`` with the bandwidth chosen for blend weight ``w``."""
-        return with_bandwidth(ContentAffinity(k=k, metric=metric).fit(content).affinity_, chosen[w][0]["bandwidth"])
+        A = euclid if metric is None else ContentAffinity(k=k, metric=metric).fit(content).affinity_
+        return with_bandwidth(A, chosen[w][0]["bandwidth"])
 
     blend_affinity_ = content_affinity(w_best, blend)
 
     popularity = np.diff(train.tocsc().indptr).astype(np.float64)
-    A = ContentAffinity(k=k).fit(content).affinity_.matrix
+    A = euclid.matrix
     mass = np.asarray(A.sum(axis=1)).ravel()
     content_pop = (A @ popularity) / np.where(mass > 0, mass, 1.0)
     scorers = {
