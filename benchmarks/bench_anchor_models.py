@@ -1,9 +1,9 @@
 """Anchor models (issue 6): cost of our wrappers against the libraries they wrap, and quality.
 
-On movielens-1m-implicit (train split of ``split.holdout(X, seed=0)``), 2 threads, median of
+On movielens-1m-implicit (train split of ``split.holdout(X, random_state=0)``), 2 threads, median of
 ``--runs`` interleaved runs of
 
-1. EASE fit: ``models.EASE(lam=500)`` (in-place Cholesky ``potrf``/``potri``, one dense n x n
+1. EASE fit: ``models.EASE(regularization=500)`` (in-place Cholesky ``potrf``/``potri``, one dense n x n
    matrix) against the textbook numpy ``P = inv(G + lam I); B = I - P / diag(P)``;
 2. ALS, BPR, LightFM-WARP fit: our wrapper against the bare library fit on the same float32
    matrix (the ratio shows the wrapper's overhead: validation, copy to float64);
@@ -71,11 +71,11 @@ def speed(runs):
     from implicit.cpu.bpr import BayesianPersonalizedRanking
 
     X = datasets.load("movielens-1m-implicit").matrix.tocsr()
-    train, _, _ = split.holdout(X, seed=0)
+    train, _, _ = split.holdout(X, random_state=0)
     X32 = train.astype(np.float32)
     pairs = {
         "EASE fit vs numpy inv": (
-            lambda: EASE(lam=500.0, num_threads=THREADS).fit(train),
+            lambda: EASE(regularization=500.0, num_threads=THREADS).fit(train),
             lambda: numpy_ease(train, 500.0),
         ),
         "ALS fit vs implicit": (
@@ -115,7 +115,7 @@ def quality():
     print(f"\n{'data set':24s} {'model':12s} {'ADG':>7s} {'REC@10':>7s}")
     for name in ("movielens-100k", "movielens-1m-implicit"):
         X = datasets.load(name).matrix.tocsr()
-        train, val, test = split.holdout(X, seed=0)
+        train, val, test = split.holdout(X, random_state=0)
         for model in (Popularity(), EASE(), ALS(), BPR(), LightFMWARP()):
             res = evaluate(model.fit(train), train, test, exclude=val, metrics=["ADG", "REC@10"])
             print(f"{name:24s} {type(model).__name__:12s} {res['ADG']:7.4f} {res['REC@10']:7.4f}")

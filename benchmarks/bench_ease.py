@@ -5,7 +5,7 @@ In one run, 2 threads, medians of ``--runs`` interleaved runs:
 1. the blocked in-place inverse (``models._spd_inverse``) against LAPACK through scipy on a
    synthetic Gram matrix of order ``--lapack-n``: its Cholesky stage against one ``potrf`` call,
    the whole inverse against ``potrf`` + ``potri``;
-2. lastfm-2k (``split.holdout(X, seed=0)``, ``lam=100``, the CLI's tuned value): fit seconds, the
+2. lastfm-2k (``split.holdout(X, random_state=0)``, ``regularization=100``, the CLI's tuned value): fit seconds, the
    fit's peak memory (peak resident set above the resident set before the fit, also as a multiple
    of one dense ``n x n`` float64 matrix), validation and test metrics and batch ``recommend``
    (all users, ``N=10``) in users/s, for ``EASE(solver="dense")``, ``EASE(solver="sparse")`` and the
@@ -139,16 +139,18 @@ def header(title):
 
 def lastfm_section(runs, peer=True, lam=100.0):
     X = datasets.load("lastfm-2k").matrix.tocsr()
-    train, val, test = split.holdout(X, seed=0)
+    train, val, test = split.holdout(X, random_state=0)
     n = train.shape[1]
     fits = {
         **({"numpy inverse (peer)": lambda: numpy_ease(train, lam)} if peer else {}),
-        "EASE dense": lambda: EASE(lam=lam, solver="dense", num_threads=THREADS, show_progress=False).fit(train),
-        "EASE sparse k=200": lambda: EASE(lam=lam, solver="sparse", num_threads=THREADS, show_progress=False).fit(
+        "EASE dense": lambda: EASE(regularization=lam, solver="dense", num_threads=THREADS, show_progress=False).fit(
             train
         ),
+        "EASE sparse k=200": lambda: EASE(
+            regularization=lam, solver="sparse", num_threads=THREADS, show_progress=False
+        ).fit(train),
     }
-    EASE(lam=lam, solver="sparse", show_progress=False).fit(train[:100])  # compile
+    EASE(regularization=lam, solver="sparse", show_progress=False).fit(train[:100])  # compile
     results, extra = {name: [] for name in fits}, {}
     for r in range(runs):
         for name, fit in fits.items():  # interleaved
@@ -171,7 +173,9 @@ def gowalla_section(runs, lams):
     header(f"3. gowalla train {train.shape[0]} x {n}, nnz {train.nnz} (published split), EASE() = sparse k=200")
     fits = {}  # lam -> [(model, seconds, peak, scores), ...]: the validation pass is the first timed run
     for lam in lams:
-        fits[lam] = [measured(lambda lam=lam: EASE(lam=lam, num_threads=THREADS, show_progress=False).fit(train))]
+        fits[lam] = [
+            measured(lambda lam=lam: EASE(regularization=lam, num_threads=THREADS, show_progress=False).fit(train))
+        ]
         model, seconds, peak = fits[lam][0]
         assert model.solver_ == "sparse"
         fits[lam][0] += (quality(model, train, val, test),)
@@ -179,7 +183,8 @@ def gowalla_section(runs, lams):
         del model
     lam = max(lams, key=lambda v: fits[v][0][3]["val ADG"])
     timed = fits[lam] + [
-        measured(lambda: EASE(lam=lam, num_threads=THREADS, show_progress=False).fit(train)) for _ in range(runs - 1)
+        measured(lambda: EASE(regularization=lam, num_threads=THREADS, show_progress=False).fit(train))
+        for _ in range(runs - 1)
     ]
     seconds, peak = np.median([t[1:3] for t in timed], axis=0)
     model = timed[0][0]

@@ -33,8 +33,9 @@ import time
 
 import numpy as np
 
+from recsys_ltr._memory import TASK_BYTES, rows_per_block
 from recsys_ltr.datasets import load_presplit
-from recsys_ltr.metrics import DEFAULT_BLOCK_BYTES, evaluate
+from recsys_ltr.metrics import evaluate
 
 THREADS = 2
 K = 10
@@ -112,7 +113,7 @@ def main():
     model = RandomFactors(*train.shape)
     users = np.flatnonzero(np.diff(test.indptr)).astype(np.int64)
     ref_users = np.sort(np.random.default_rng(0).choice(users, min(args.ref_users, users.size), replace=False))
-    batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * train.shape[1]))
+    batch_size = rows_per_block(8 * train.shape[1], TASK_BYTES)
     print(
         f"gowalla: {train.shape[0]:,} users x {train.shape[1]:,} items, train nnz {train.nnz:,}, "
         f"test nnz {test.nnz:,}; {users.size:,} test users; 64 random factors; {THREADS} threads; "

@@ -61,7 +61,9 @@ from recsys_ltr.query_metrics import contiguous_query_offsets, ndcg_at_k, rankin
 KEYS = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")
 THREADS = 1
 STAGES = (10, 25, 50, 100, 200, 300, 500, 800)
-SGD_GRID = [dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((1e-4, 3e-4, 1e-3, 3e-3), (10, 30, 100))]
+SGD_GRID = [
+    dict(learning_rate=lr, iterations=e) for lr, e in itertools.product((1e-4, 3e-4, 1e-3, 3e-3), (10, 30, 100))
+]
 
 
 # ----------------------------------------------------------------------------- peers
@@ -157,17 +159,19 @@ METHODS = {
     "best feature": Method(_fixed([{}]), lambda p, c, s: BestFeature()),
     "RankSVM": Method(_fixed([dict(C=c) for c in (1e-4, 1e-3, 1e-2, 0.1, 1.0)]), lambda p, c, s: RankSVM(**p)),
     "ListNet": Method(
-        _fixed([dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((1e-3, 1e-2, 0.1), (10, 30, 100))]),
+        _fixed([dict(learning_rate=lr, iterations=e) for lr, e in itertools.product((1e-3, 1e-2, 0.1), (10, 30, 100))]),
         lambda p, c, s: ListNet(random_state=s, **p),
     ),
     "ListMLE": Method(_fixed(SGD_GRID), lambda p, c, s: ListMLE(random_state=s, **p)),
     "ListMLE full": Method(
-        _fixed([dict(learning_rate=lr, n_epochs=e) for lr, e in itertools.product((3e-5, 1e-4, 3e-4), (10, 30, 100))]),
+        _fixed(
+            [dict(learning_rate=lr, iterations=e) for lr, e in itertools.product((3e-5, 1e-4, 3e-4), (10, 30, 100))]
+        ),
         lambda p, c, s: ListMLE(top_k=None, random_state=s, **p),
     ),
     **{
         f"RPC-MTL K={K}": Method(
-            lambda chosen: [dict(lam=lam, **chosen["ListMLE"]) for lam in (0.001, 0.01, 0.1, 1.0, 2.0)],
+            lambda chosen: [dict(mtl_regularization=v, **chosen["ListMLE"]) for v in (0.001, 0.01, 0.1, 1.0, 2.0)],
             lambda p, c, s, K=K: RPCMTL(n_clusters=K, random_state=s, **p),
             needs=("ListMLE",),
         )
@@ -175,7 +179,7 @@ METHODS = {
     },
     "GMML": Method(
         _fixed([{}]),
-        lambda p, c, s: LGMML(n_metrics=1, queries_per_metric=10**6, n_epochs=0, num_threads=THREADS, random_state=s),
+        lambda p, c, s: LGMML(n_metrics=1, queries_per_metric=10**6, iterations=0, num_threads=THREADS, random_state=s),
     ),
     **{
         name: Method(
@@ -307,9 +311,9 @@ def _warm_up():
     rng = np.random.default_rng(0)
     X, y, qid = rng.random((60, 3)), np.tile([2, 1, 0, 0, 0, 0], 10), np.repeat(np.arange(10), 6)
     for model in (
-        ListMLE(n_epochs=1),
-        ListNet(n_epochs=1),
-        RPCMTL(n_clusters=2, n_epochs=1, kappa2=3),
+        ListMLE(iterations=1),
+        ListNet(iterations=1),
+        RPCMTL(n_clusters=2, iterations=1, kappa2=3),
         LGMML(n_metrics=2),
     ):
         model.fit(X, y, qid).predict(X, qid)

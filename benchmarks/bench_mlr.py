@@ -154,7 +154,7 @@ def mlr_family(method, data, threads):
     else:
         penalty = "l1" if method == "l1-MLR" else "l21"
         model = RMLR(penalty=penalty, warm_start=True, num_threads=threads)
-        grid = [{"lam": lam, "C": C} for lam in LAM_GRID for C in C_GRID]
+        grid = [{"regularization": lam, "C": C} for lam in LAM_GRID for C in C_GRID]
     sel = Selection()
     for setting in grid:
         seconds = cpu_seconds(lambda: model.set_params(**setting).fit(Xtr, ytr))
@@ -259,7 +259,7 @@ def print_setting(name, D, shape, results, notes):
         fit, grid = np.median([r["fit_time"] for r in rows]), np.median([r["grid_time"] for r in rows])
         chosen = "; ".join(",".join(f"{k}={v:g}" for k, v in r["setting"].items()) for r in rows[:3])
         unconv = sum(r["not_converged"] for r in rows)
-        extra = f"  [{unconv}/{sum(r['fits'] for r in rows)} fits hit max_rounds]" if unconv else ""
+        extra = f"  [{unconv}/{sum(r['fits'] for r in rows)} fits hit max_iter]" if unconv else ""
         print(
             f"{method:<10} {acc.mean():7.4f} ± {se:.4f} {E:6.1f} {fit:8.2f} {grid:8.2f}  {chosen}{'; ...' if len(rows) > 3 else ''}{extra}"
         )

@@ -13,7 +13,7 @@
    the same.
 2. SLIM (``k=None``) and fsSLIM (``k=100``) fit time on movielens-1m-implicit (train split).
 3. Evaluation time of item-p (k = 100) on gowalla: ``metrics.evaluate`` on the test split.
-4. Quality sanity, one fold (``split.holdout(X, val=0.1, test=0.2, seed=0)``): test ADG, REC@10,
+4. Quality sanity, one fold (``split.holdout(X, val=0.1, test=0.2, random_state=0)``): test ADG, REC@10,
    MAP and NDCG of item-p, user-p, KUNN and SLIM (fsSLIM) on movielens-100k,
    movielens-1m-implicit and lastfm-2k, the neighbourhood size chosen on validation ADG.
 5. RP3β fit (``models.RP3beta(k=100)``) against item-p's fit (``models.ItemKNN(k=100)``) on
@@ -121,7 +121,7 @@ def bench_knn(runs):
 
 def bench_slim(runs):
     print(f"\n== 2. SLIM fit time, movielens-1m-implicit train split, {THREADS} threads, median of {runs} runs")
-    train, _, _ = split.holdout(feedback("movielens-1m-implicit"), val=0.1, test=0.2, seed=0)
+    train, _, _ = split.holdout(feedback("movielens-1m-implicit"), val=0.1, test=0.2, random_state=0)
     for label, k in (("fsSLIM k=100", 100), ("SLIM (full)", None)):
         walls = []
         for _ in range(runs):
@@ -132,7 +132,7 @@ def bench_slim(runs):
 
 def bench_eval(runs):
     print(f"\n== 3. evaluation of item-p (k={K}) on gowalla test split, {THREADS} threads, median of {runs} runs")
-    train, val, test = split.holdout(feedback("gowalla"), val=0.1, test=0.2, seed=0)
+    train, val, test = split.holdout(feedback("gowalla"), val=0.1, test=0.2, random_state=0)
     model, fit_wall, _ = timed(lambda: ItemKNN(k=K, num_threads=THREADS).fit(train))
     evaluate(model, train, test, exclude=val, users=np.arange(100), num_threads=THREADS)  # compile
     walls = []
@@ -192,7 +192,7 @@ def bench_quality():
         "SLIM": (lambda k: SLIM(k=k, num_threads=THREADS), True, "items"),
     }
     for name in QUALITY_SETS:
-        train, val, test = split.holdout(feedback(name), val=0.1, test=0.2, seed=0)
+        train, val, test = split.holdout(feedback(name), val=0.1, test=0.2, random_state=0)
         limits = {"items": train.shape[1] - 1, "users": train.shape[0] - 1}
         limits["both"] = min(limits.values())
         for label, (make, refit, side) in models.items():

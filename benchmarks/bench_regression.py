@@ -1,8 +1,8 @@
-"""No-regression check (issue 15): this checkout against a baseline git ref on the same operations.
+"""No-regression check: this checkout against a baseline git ref on the same operations.
 
 Every operation runs in a fresh Python subprocess whose ``PYTHONPATH`` is this checkout or a
 temporary detached worktree of ``--baseline`` (default ``ead6bbd``, the commit where the
-throughput issue was opened; removed afterwards).  Inside the subprocess the data are prepared,
+throughput issue was opened; removed afterwards; both through ``benchmarks/_baseline.py``).  Inside the subprocess the data are prepared,
 the operation is called once untimed (warm-up: numba compiles or loads its cache) and then timed
 ``--calls`` times (their median).  Runs alternate (ours, baseline, ours, ...) so both sides see
 the same machine; the table gives the median wall seconds of ``--runs`` runs and the ratio this
@@ -11,15 +11,19 @@ when the digests of the two sides differ.
 
 Operations (the same computation on both sides; only import paths differ):
 
-* ``knn-fit``: ``ItemKNN(k=100).fit(X)`` on the whole gowalla and movielens-1m-implicit matrices.
+* ``tour``: the README's short tour (import, load movielens-100k, split, ``ItemKNN(k=50).fit``, one
+  ``recommend``, ``evaluate``) in a fresh process with an empty numba cache: the first contact of a
+  new user, timed whole (``--calls`` does not apply); and the warm ``import recsys_ltr.models``.
+* ``knn-fit``: ``ItemKNN(k=100).fit(X)`` on the whole movielens-1m-implicit matrix.
 * ``evaluate``: ``evaluate(ItemKNN(k=100).fit(train), train, test, k=10)`` on gowalla,
-  ``split.holdout(X, val=0.0, test=0.2, seed=0)``; the evaluate call alone is timed.
-* ``febr``: the dissertation's FEBRi on item-p cosine features (``recsys_ltr.models.FEBR`` at
-  ead6bbd, ``recsys_ltr.febr.FEBR(bases=None, ...)`` now), ``fit(train, validation=val)`` on
-  movielens-1m-implicit with ``split.holdout(X, val=0.1, test=0.2, seed=0)``.  Settings, the
-  ead6bbd constructor's defaults passed explicitly on both sides: affinity="cosine", side="item",
-  k=100, lam=1e-3, learning_rate=0.01, iterations=2_000_000, gamma=50, beta=None,
-  eval_every=100_000, early_stopping=5, holdout=0.0, validation_users=None, init="sum",
+  ``split.holdout(X, val=0.0, test=0.2, random_state=0)``; the evaluate call alone is timed.
+* ``febr``: ``FEBR(random_state=0).fit(train)`` at its defaults (stacked FEBR, the call a user makes)
+  on movielens-1m-implicit, ``split.holdout(X, val=0.1, test=0.2, random_state=0)``; two threads.
+* ``febri``: the dissertation's FEBRi on item-p cosine features (``recsys_ltr.models.FEBR`` at
+  ead6bbd, ``recsys_ltr.febr.AffinityFEBR`` now), ``fit(train, validation=val)`` on the same split.
+  Settings, the ead6bbd constructor's defaults passed explicitly on both sides: affinity="cosine",
+  side="item", k=100, regularization (lam) 1e-3, learning_rate=0.01, 2,000,000 samples, gamma=50,
+  beta=None, eval_every=100_000, early_stopping=5, holdout=0.0, validation_users=None, init="sum",
   random_state=0 (num_threads=0: all NUMBA_NUM_THREADS).  The warm-up fit stops after 1000 samples.
 * ``frml``: FRML-WARP fit (``recsys_ltr.metric`` at ead6bbd, ``recsys_ltr.metric_learning`` now)
   on a seeded synthetic classification problem: 2000 points, 10 classes, 128 dimensions (Gaussian
@@ -28,23 +32,24 @@ Operations (the same computation on both sides; only import paths differ):
 * ``lgmml``: ``LGMML(random_state=0)`` (its defaults, one thread) fitted on LETOR MQ2008 fold 1
   train (``recsys_ltr.metric`` at ead6bbd, ``recsys_ltr.ltr`` now).
 
+Operations take the names a side has (``OLD``: the baseline's spellings where they were renamed).
+
 Usage::
 
     RECSYS_LTR_DATA=../shared/datasets python benchmarks/bench_regression.py [--runs 3] [--calls 3]
-        [--baseline ead6bbd] [--only knn-fit,febr]
+        [--baseline ead6bbd] [--only tour,knn-fit,febr] [--contention]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _baseline import ROOT, checkout, fresh_process
+
 ENV = {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "RECSYS_LTR_COMPILE_NOTICE": "0",
        "RECSYS_LTR_DATA": os.environ.get("RECSYS_LTR_DATA", str(ROOT.parent / "shared" / "datasets"))}  # fmt: skip
 
@@ -81,7 +86,8 @@ from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN
 def setup():
     global train, test, model
-    train, _, test = split.holdout(datasets.load("gowalla").matrix.tocsr(), val=0.0, test=0.2, seed=0)
+    X = datasets.load("gowalla").matrix.tocsr()
+    train, _, test = split.holdout(X, val=0.0, test=0.2, **{{"seed" if OLD else "random_state": 0}})
     model = ItemKNN(k=100).fit(train)
 def run():
     return evaluate(model, train, test, k=10)
@@ -89,23 +95,37 @@ def digest(r):
     return ",".join(f"{{k}}={{v:.5f}}" for k, v in sorted(r.items()) if isinstance(v, float))
 """
 FEBR = """
+from recsys_ltr import datasets, split
+from recsys_ltr.febr import FEBR
+def setup():
+    global train
+    X = datasets.load("movielens-1m-implicit").matrix.tocsr()
+    train = split.holdout(X, val=0.1, test=0.2, **{{"seed" if OLD else "random_state": 0}})[0]
+def warm():
+    return FEBR(random_state=0, **{{"iterations" if OLD else "max_iter": 1000}}).fit(train[:500])
+def run():
+    return FEBR(random_state=0, show_progress=False).fit(train)
+def digest(m):
+    return f"best_it={{m.best_iteration_}},val_adg={{max(h.get('val_adg', 0) for h in m.history_):.4f}}"
+"""
+FEBRI = """
 import numpy as np
 from recsys_ltr import datasets, split
 if OLD:
     from recsys_ltr.models import FEBR
-    extra = {{}}
+    names = {{"lam": 1e-3, "iterations": 2_000_000}}
 else:
-    from recsys_ltr.febr import FEBR
-    extra = {{"bases": None}}
-P = dict(affinity="cosine", side="item", k=100, lam=1e-3, learning_rate=0.01, iterations=2_000_000, gamma=50,
-         beta=None, eval_every=100_000, early_stopping=5, holdout=0.0, validation_users=None, init="sum",
-         random_state=0, show_progress=False, **extra)
+    from recsys_ltr.febr import AffinityFEBR as FEBR
+    names = {{"regularization": 1e-3, "max_iter": 2_000_000}}
+P = dict(affinity="cosine", side="item", k=100, learning_rate=0.01, gamma=50, beta=None, eval_every=100_000,
+         early_stopping=5, holdout=0.0, validation_users=None, init="sum", random_state=0, show_progress=False,
+         **names)
 def setup():
     global train, val
     X = datasets.load("movielens-1m-implicit").matrix.tocsr()
-    train, val, _ = split.holdout(X, val=0.1, test=0.2, seed=0)
+    train, val, _ = split.holdout(X, val=0.1, test=0.2, **{{"seed" if OLD else "random_state": 0}})
 def warm():
-    return FEBR(**{{**P, "iterations": 1000, "eval_every": 500}}).fit(train, validation=val)
+    return FEBR(**{{**P, "iterations" if OLD else "max_iter": 1000, "eval_every": 500}}).fit(train, validation=val)
 def run():
     return FEBR(**P).fit(train, validation=val)
 def digest(m):
@@ -143,25 +163,42 @@ def run():
 def digest(m):
     return f"{{m.predict(Xt, qt).sum():.6g}}"
 """
+TOUR = """
+import time
+c0, t0 = time.process_time(), time.perf_counter()
+from recsys_ltr import datasets, split
+from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import ItemKNN
+data = datasets.load("movielens-100k")
+train, val, test = split.holdout(data.matrix, val=0.1, test=0.2, **{"seed" if OLD else "random_state": 0})
+model = ItemKNN(k=50).fit(train)
+model.recommend(0, train[0], N=10)
+evaluate(model, train, test, exclude=val, k=10)
+print(time.perf_counter() - t0, "-")
+"""
+IMPORT = "import time; t = time.perf_counter(); import recsys_ltr.models; print(time.perf_counter() - t, '-')"
 OPERATIONS = {
-    "knn-fit": [("ItemKNN(k=100).fit, gowalla", KNN_FIT.format(name="gowalla")),
-                ("ItemKNN(k=100).fit, movielens-1m-implicit", KNN_FIT.format(name="movielens-1m-implicit"))],
-    "evaluate": [("evaluate(ItemKNN k=100, k=10), gowalla 80/20", EVALUATE.format())],
-    "febr": [("FEBRi cosine fit(train, validation), movielens-1m-implicit", FEBR.format())],
-    "frml": [("FRML-WARP fit, synthetic 2000 x 128", FRML.format())],
-    "lgmml": [("L-GMML fit, LETOR MQ2008 fold 1", LGMML.format())],
+    "tour": [("cold tour (empty numba cache), movielens-100k", TOUR, True),
+             ("warm import recsys_ltr.models", IMPORT, False)],
+    "knn-fit": [("ItemKNN(k=100).fit, movielens-1m-implicit", KNN_FIT.format(name="movielens-1m-implicit"), None)],
+    "evaluate": [("evaluate(ItemKNN k=100, k=10), gowalla 80/20", EVALUATE.format(), None)],
+    "febr": [("FEBR(random_state=0).fit(train), movielens-1m-implicit", FEBR.format(), None)],
+    "febri": [("FEBRi cosine fit(train, validation), movielens-1m-implicit", FEBRI.format(), None)],
+    "frml": [("FRML-WARP fit, synthetic 2000 x 128", FRML.format(), None)],
+    "lgmml": [("L-GMML fit, LETOR MQ2008 fold 1", LGMML.format(), None)],
 }  # fmt: skip
 
 
-def once(snippet, path, old, calls):
+def _spin():
+    while True:
+        pass
+
+
+def once(snippet, path, old, calls, cold):
     """(median wall seconds of ``calls`` timed calls, digest) of one fresh subprocess running
-    ``snippet`` from ``path``."""
-    env = {**os.environ, **ENV, "PYTHONPATH": str(path)}
-    code = HARNESS.format(old=old, snippet=snippet, calls=calls)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=path)
-    if done.returncode:
-        raise RuntimeError(f"subprocess failed ({path}):\n{done.stderr[-3000:]}")
-    seconds, digest = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    ``snippet`` from ``path``; ``cold`` (a whole-process snippet): with an empty numba cache or not."""
+    code = f"OLD = {old}\n{snippet}" if cold is not None else HARNESS.format(old=old, snippet=snippet, calls=calls)
+    seconds, digest = fresh_process(code, path, ENV, cold=bool(cold)).strip().splitlines()[-1].split(" ", 1)
     return float(seconds), digest
 
 
@@ -171,33 +208,29 @@ def main():
     parser.add_argument("--calls", type=int, default=3, help="timed calls per subprocess (their median)")
     parser.add_argument("--baseline", default="ead6bbd")
     parser.add_argument("--only", default=",".join(OPERATIONS), help=f"comma-separated subset of {list(OPERATIONS)}")
+    parser.add_argument("--contention", action="store_true", help="run a CPU-bound competitor process throughout")
     args = parser.parse_args()
+    if args.contention:  # as on a shared server
+        multiprocessing.get_context("spawn").Process(target=_spin, daemon=True).start()
     print(
         f"# bench_regression: {' '.join(sys.argv)}; {ENV}; median of {args.runs} alternating runs x {args.calls} calls\n"
     )
     print(f"| operation | this code s | baseline ({args.baseline}) s | ratio |\n|---|---:|---:|---:|", flush=True)
     odd = []
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True
-        )
-        try:
-            for key in args.only.split(","):
-                for label, snippet in OPERATIONS[key]:
-                    ours, theirs = [], []
-                    for _ in range(args.runs):  # alternating: both sides see the same machine
-                        ours.append(once(snippet, ROOT, False, args.calls))
-                        theirs.append(once(snippet, base, True, args.calls))
-                    a, b = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in theirs)
-                    print(f"| {label} | {a:.2f} | {b:.2f} | {a / b:.2f} |", flush=True)
-                    digests = {d for _, d in ours}, {d for _, d in theirs}
-                    if digests[0] != digests[1]:
-                        odd.append(
-                            f"{label}: results differ: this code {sorted(digests[0])}, baseline {sorted(digests[1])}"
-                        )
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+    with checkout(args.baseline) as base:
+        for key in args.only.split(","):
+            for label, snippet, cold in OPERATIONS[key]:
+                ours, theirs = [], []
+                for _ in range(args.runs):  # alternating: both sides see the same machine
+                    ours.append(once(snippet, ROOT, False, args.calls, cold))
+                    theirs.append(once(snippet, base, True, args.calls, cold))
+                a, b = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in theirs)
+                print(f"| {label} | {a:.2f} | {b:.2f} | {a / b:.2f} |", flush=True)
+                digests = {d for _, d in ours}, {d for _, d in theirs}
+                if digests[0] != digests[1]:
+                    odd.append(
+                        f"{label}: results differ: this code {sorted(digests[0])}, baseline {sorted(digests[1])}"
+                    )
     for line in odd:
         print(f"\nNOTE {line}")
 

@@ -179,7 +179,7 @@ def executor_label(executor):
 def workloads(name, X, k, eval_users, seed, febr_iterations=None):
     """The (name, run, size, unit, check) of the workloads on data set ``name`` (with FEBR's when
     ``febr_iterations`` is given)."""
-    train, val, test = next(split.folds(X, n_folds=1, val=0.1, test=0.2, seed=seed))
+    train, val, test = next(split.folds(X, n_folds=1, val=0.1, test=0.2, random_state=seed))
     model = ItemKNN(k=k, num_threads=THREADS).fit(train)
     users = np.flatnonzero(np.diff(test.indptr))
     if eval_users and eval_users < users.size:
@@ -214,7 +214,7 @@ def fit_febr(train, val, k, iterations):
     """Stacked FEBR over item-p and user-p, fitted in this process (the fit is not distributed)."""
     t0 = time.perf_counter()
     bases = [ItemKNN(k=k, num_threads=THREADS), UserKNN(k=k, num_threads=THREADS)]
-    febr = FEBR(bases=bases, iterations=iterations, random_state=0, num_threads=THREADS, show_progress=False)
+    febr = FEBR(bases=bases, max_iter=iterations, random_state=0, num_threads=THREADS, show_progress=False)
     febr.fit(train, validation=val)
     print(
         json.dumps(
@@ -260,7 +260,7 @@ def warm_up(executor, plans):
 
 
 def warm_up_plans(febr: bool):
-    X = datasets.make_synthetic(n_users=400, n_items=300, seed=0).matrix
+    X = datasets.make_synthetic(n_users=400, n_items=300, random_state=0).matrix
     return workloads("warm-up", X, 10, 0, 0, 2000 if febr else None)
 
 

@@ -1,13 +1,8 @@
-"""Throughput under real conditions: first contact, batch serving against implicit, shared machines.
+"""Throughput under real conditions: batch serving against implicit, small calls, shared machines.
 
 Sections (``--only``, default all), each printing our time next to its peer's, measured in the
 same run (median of ``--runs`` interleaved runs after a warm-up call; wall and process CPU):
 
-* ``tour`` -- the README's short tour (import, load movielens-100k, split, ``ItemKNN(k=50).fit``,
-  one ``recommend``, ``evaluate``) in a fresh process with an empty numba cache, this checkout
-  against ``--baseline`` (a git ref checked out into a temporary worktree; default ``ead6bbd``,
-  the code when the throughput issue was filed), alternating, median of ``--tour-runs``; and the
-  warm ``import recsys_ltr.models`` (median of 5 fresh processes).
 * ``knn`` -- gowalla (whole matrix), item-p with k = 100 against implicit's
   ``CosineRecommender(K=100)``: ``recommend`` of every user (N = 10, liked items filtered) in one
   batch call, ``similar_items`` of every item (N = 10), and evaluation: our full-ranking
@@ -15,18 +10,19 @@ same run (median of ``--runs`` interleaved runs after a warm-up call; wall and p
   top-10 metrics only: less work than ranking every item).
 * ``als`` -- ``recommend`` of every user of gowalla (N = 10, liked filtered) by our ``ALS`` against
   implicit's own batch ``recommend`` with the same 64 factors.
-* ``serve`` -- users/s of ``EASE`` and ``FEBR()`` ``recommend`` (every user, N = 10) on
-  movielens-1m-implicit.
+* ``serve`` -- users/s of ``EASE`` ``recommend`` (every user, N = 10) on movielens-1m-implicit
+  (FEBR's serving is ``bench_febr.py``'s).
 * ``serial`` -- the row kernels that run serially on small calls (:mod:`recsys_ltr._parallel`):
   ItemKNN(k=50) fit, ``recommend`` of every user and ``evaluate`` on movielens-100k, lastfm-2k and
   movielens-1m-implicit, each forced serial and forced parallel, with the call's work units, the
   serial seconds per unit (the kernels' ``seconds_per_unit``) and the version the call picks.
 
 ``--contention`` runs a CPU-bound competitor (one process spinning a Python loop) for the whole
-benchmark, as on a shared server.
+benchmark, as on a shared server.  The first contact (the README's tour in a fresh process) is timed
+against an earlier version of the code by ``bench_regression.py --only tour``.
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_throughput.py [--contention] [--runs 3]
-        [--only tour,knn,als,serve,serial] [--baseline REF]
+        [--only knn,als,serve,serial]
 """
 
 from __future__ import annotations
@@ -38,30 +34,13 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
 
 import argparse
 import multiprocessing
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("tour", "knn", "als", "serve", "serial")
-TOUR = """
-import time
-c0, t0 = time.process_time(), time.perf_counter()
-from recsys_ltr import datasets, split
-from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ItemKNN
-data = datasets.load("movielens-100k")
-train, val, test = split.holdout(data.matrix, val=0.1, test=0.2, seed=0)
-model = ItemKNN(k=50).fit(train)
-model.recommend(0, train[0], N=10)
-evaluate(model, train, test, exclude=val, k=10)
-print(time.perf_counter() - t0, time.process_time() - c0)
-"""
-IMPORT = "import time; t = time.perf_counter(); import recsys_ltr.models; print(time.perf_counter() - t, 0.0)"
+SECTIONS = ("knn", "als", "serve", "serial")
 
 
 def _spin():
@@ -93,39 +72,11 @@ def header():
     print("| operation | ours: wall s (CPU s) | peer: wall s (CPU s) | peer | ratio (wall) |\n|---|---:|---:|---|---:|")
 
 
-def _fresh_process(code, pythonpath, cold):
-    env = {**os.environ, "PYTHONPATH": str(pythonpath), "RECSYS_LTR_COMPILE_NOTICE": "0"}
-    with tempfile.TemporaryDirectory() as cache:
-        if cold:
-            env["NUMBA_CACHE_DIR"] = cache
-        # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
-        done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=pythonpath
-        )
-    return [float(v) for v in done.stdout.split()[-2:]]
-
-
-def bench_tour(runs, baseline):
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), baseline], check=True)
-        try:
-            ours, theirs = [], []
-            for _ in range(runs):  # alternating: both see the same machine
-                ours.append(_fresh_process(TOUR, ROOT, cold=True))
-                theirs.append(_fresh_process(TOUR, base, cold=True))
-            row("cold tour (empty numba cache)", np.median(ours, 0), np.median(theirs, 0), f"this code at {baseline}")
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
-    warm = np.median([_fresh_process(IMPORT, ROOT, cold=False) for _ in range(5)], 0)
-    print(f"| warm `import recsys_ltr.models` | {warm[0]:.2f} | | | |", flush=True)
-
-
 def gowalla_split():
     from recsys_ltr import datasets, split
 
     X = datasets.load("gowalla").matrix.tocsr()
-    train, _, test = split.holdout(X, val=0.0, test=0.2, seed=0)
+    train, _, test = split.holdout(X, val=0.0, test=0.2, random_state=0)
     return X, train.tocsr(), test.tocsr()
 
 
@@ -183,12 +134,12 @@ def bench_als(runs):
 
 def bench_serve(runs):
     from recsys_ltr import datasets, split
-    from recsys_ltr.models import EASE, FEBR
+    from recsys_ltr.models import EASE
 
     X = datasets.load("movielens-1m-implicit").matrix.tocsr()
-    train = split.holdout(X, val=0.1, test=0.2, seed=0)[0]
+    train = split.holdout(X, val=0.1, test=0.2, random_state=0)[0]
     users = np.arange(X.shape[0])
-    for name, model in (("EASE", EASE(lam=500).fit(train)), ("FEBR()", FEBR(random_state=0).fit(train))):
+    for name, model in (("EASE", EASE(regularization=500).fit(train)),):
         wall, cpu, _ = timed(lambda m=model: m.recommend(users, train, N=10), runs)
         print(
             f"| {name} recommend, movielens-1m-implicit | {wall:.2f} ({cpu:.2f}) | {len(users) / wall:,.0f} users/s | | |"
@@ -210,7 +161,7 @@ def bench_serial(runs):
     )
     try:
         for name in ("movielens-100k", "lastfm-2k", "movielens-1m-implicit"):
-            train, val, test = split.holdout(datasets.load(name).matrix, val=0.1, test=0.2, seed=0)
+            train, val, test = split.holdout(datasets.load(name).matrix, val=0.1, test=0.2, random_state=0)
             model = ItemKNN(k=50).fit(train)
             users = np.arange(train.shape[0])
             for what, fn in (
@@ -240,8 +191,6 @@ def bench_serial(runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--tour-runs", type=int, default=3)
-    parser.add_argument("--baseline", default="ead6bbd")
     parser.add_argument("--contention", action="store_true", help="run a CPU-bound competitor process throughout")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     args = parser.parse_args()
@@ -256,10 +205,7 @@ def main():
         header()
     try:
         for section in sections:
-            if section == "tour":
-                bench_tour(args.tour_runs, args.baseline)
-            else:
-                globals()[f"bench_{section}"](args.runs)
+            globals()[f"bench_{section}"](args.runs)
     finally:
         if competitor is not None:
             competitor.terminate()

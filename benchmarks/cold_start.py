@@ -38,7 +38,7 @@ Methods
   weight ``w`` of the learned one), ``w`` and FRML's setting chosen on validation; ``w = 0``
   (Euclidean) is a candidate, so this row equals ``item-p Euclid`` when FRML does not help on
   validation.
-* ``item-p L-GMML``: the same over :class:`~recsys_ltr.neighbors.LGMMLAffinity` (issue 20 sec. 1):
+* ``item-p L-GMML``: the same over :class:`~recsys_ltr.ltr.LGMMLAffinity`:
   L-GMML trained on the warm items (relevance = co-consumption, as FRML's, fraction 0.01)
   re-ranks each item's ``n_candidates`` nearest content neighbours by the cost
   ``(1 - w) (-f) + w (content distance)``; pair vector ``|u_q - u_c|`` of the SVD-reduced content
@@ -100,12 +100,12 @@ from sklearn.preprocessing import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recsys_ltr.ltr import LGMML
+from recsys_ltr.ltr import LGMML, LGMMLAffinity
+from recsys_ltr.ltr.content import rerank_costs
 from recsys_ltr.metric_learning.frml import FRML
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.content import ContentItemKNN
-from recsys_ltr.neighbors import Affinity, ContentAffinity, LGMMLAffinity, blend_affinity, coconsumption_relevance
-from recsys_ltr.neighbors.content_lgmml import rerank_costs
+from recsys_ltr.neighbors import Affinity, ContentAffinity, blend_affinity, coconsumption_relevance
 
 METRICS = ("ADG", "REC@10")
 COLD_FRACTION = 0.2
@@ -113,7 +113,7 @@ FRML_FIXED = dict(learning_rate=16.0, init="pca", kappa=0.1, max_iter=5000)  # a
 FRML_GRID = [dict(n_components=m, relevance=f) for m in (32, 64) for f in (0.05, 0.01)]
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the learned distance (0: Euclidean on tags)
 LGMML_FIXED = dict(n_candidates=150, n_components=128, pair="absdiff")  # chosen on validation (docstring)
-LGMML_RANKER = dict(n_metrics=50, queries_per_metric=20, n_epochs=10)  # LGMML's defaults
+LGMML_RANKER = dict(n_metrics=50, queries_per_metric=20, iterations=10)  # LGMML's defaults
 LGMML_GRID = [dict(relevance_fraction=0.01, t=t) for t in (0.5, 0.2)]  # t: LGMML's GMML geodesic weight
 BANDWIDTHS = (0.25, 0.5, 1.0)  # multiples of every content affinity's median bandwidth, chosen on validation
 LGMML_CONTENT_WEIGHTS = (0.0, 0.5, 0.75, 0.9)  # weight of the content distance in the re-ranking cost (no refit)

@@ -3,7 +3,7 @@
 The eval tables (``eval/results/*/standard/tuning.csv``) show that implicit's own defaults
 (ALS: ``alpha=1``, i.e. no extra confidence on positives, ``regularization=0.01``; BPR:
 ``learning_rate=0.01`` for 100 epochs) are weak.  This script fits each candidate setting on the
-training part of fold 0 (``split.folds(X, 1, seed=0)``: per user 10% validation, 20% test, the
+training part of fold 0 (``split.folds(X, 1, random_state=0)``: per user 10% validation, 20% test, the
 eval protocol) and prints validation ADG (what a default is chosen on) and test ADG (what is
 reported), with the validation positives excluded from the test candidates.
 
@@ -69,7 +69,7 @@ def main(argv=None):
     picked = None if args.candidates is None else [int(i) for i in args.candidates.split(",")]
     for name in args.datasets.split(","):
         X = datasets.load(name).matrix
-        train, val, test = next(split.folds(X, n_folds=1, seed=0))
+        train, val, test = next(split.folds(X, n_folds=1, random_state=0))
         for model_name in args.models.split(","):
             cls = MODELS[model_name]
             defaults = {k: v for k, v in cls().get_params().items() if k in CANDIDATES[model_name][0]}

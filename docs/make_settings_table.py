@@ -33,19 +33,23 @@ def _flat(params: dict, prefix: str = "") -> dict:
     return out
 
 
-def describe(params: dict, main: str | None = None) -> str:
-    """``k=200, l1=1, l2=1``: the main hyper-parameter first, then the others by name."""
-    flat = _flat(params)
+def describe(params: dict, main: str | None = None, renamed: dict | None = None) -> str:
+    """``k=200, l1=1, l2=1``: the main hyper-parameter first, then the others by name (old names of
+    results written before a rename under their current ``renamed`` names)."""
+    flat = {(renamed or {}).get(k, k): v for k, v in _flat(params).items()}
     keys = sorted(flat, key=lambda k: (k != main, k))
     return ", ".join(f"{k}={flat[k]:g}" if isinstance(flat[k], float) else f"{k}={flat[k]}" for k in keys) or "-"
 
 
-def _main_of(method: str) -> str | None:
+def _names_of(method: str) -> tuple[str | None, dict]:
+    """The method's main hyper-parameter and its estimator's renamed parameters (old -> new)."""
     sys.path.insert(0, str(ROOT))
     from recsys_ltr.eval.methods import METHODS
 
     known = METHODS.get(method)
-    return known.main if known else None
+    if known is None:
+        return None, {}
+    return known.main, getattr(getattr(known.factory, "func", None), "_renamed_params", {})
 
 
 def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]]]:
@@ -58,8 +62,8 @@ def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]]]:
         for row in payload["summary"]:
             chosen.setdefault(row["method"], {})
         for method, per_fold in payload["params"].items():
-            main = _main_of(method)
-            settings = [describe(per_fold[fold], main) for fold in sorted(per_fold, key=int)]
+            main, renamed = _names_of(method)
+            settings = [describe(per_fold[fold], main, renamed) for fold in sorted(per_fold, key=int)]
             chosen.setdefault(method, {})[dataset] = settings
     return names, chosen
 

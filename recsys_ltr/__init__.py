@@ -9,15 +9,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from recsys_ltr import _compile_notice  # noqa: F401  (a one-line notice while kernels first compile)
+from recsys_ltr.interactions import Interactions, UnknownIdError
 
 __version__ = "0.1.0"
 __all__ = ["Interactions", "UnknownIdError", "__version__"]
-
-
-def __getattr__(name):
-    # Lazy, so that `import recsys_ltr.<submodule>` does not pay for pandas.
-    if name in ("Interactions", "UnknownIdError"):
-        from recsys_ltr import interactions
-
-        return getattr(interactions, name)
-    raise AttributeError(f"module 'recsys_ltr' has no attribute {name!r}")

@@ -9,10 +9,10 @@ never once the cache is warm.  Set ``RECSYS_LTR_COMPILE_NOTICE=0`` to silence it
 from __future__ import annotations
 
 import os
-import sys
 
 from numba.core import event
-from tqdm.auto import tqdm
+
+from ._progress import progress_write
 
 _PACKAGE = __name__.rpartition(".")[0] + "."
 MESSAGE = (
@@ -32,7 +32,7 @@ class _FirstCompileNotice(event.Listener):
             return
         self.shown = True
         if os.environ.get("RECSYS_LTR_COMPILE_NOTICE", "1") != "0":
-            tqdm.write(MESSAGE, file=sys.stderr)  # above any progress bar, not through it
+            progress_write(MESSAGE)
 
     def on_end(self, ev):
         pass

@@ -6,7 +6,8 @@ A model file is a ``.npz`` (zip) holding a JSON header and the fitted arrays, ne
                           "params": {...}, "state": {name: spec}}
     <name>.npy            a dense fitted array            (spec {"type": "dense"})
     <name>.data/.indices/.indptr.npy
-                          a CSR matrix or an Affinity     (spec {"type": "csr"|"affinity", "shape": [...]})
+                          a CSR matrix, or an object of a kind registered by :func:`register_csr_kind`
+                          (spec {"type": "csr"|<kind>, "shape": [...], <the kind's fields>})
 
 Reading a file trusts nothing in it.  Before any array is loaded the zip directory is checked:
 exactly the members the header declares, each member's declared size consistent with its ``.npy``
@@ -31,6 +32,10 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_csr_structure
 
 __all__ = [
     "FORMAT",
@@ -39,6 +44,7 @@ __all__ = [
     "atomic_write",
     "npz_path",
     "read_estimator_file",
+    "register_csr_kind",
     "write_estimator_file",
 ]
 
@@ -88,10 +94,9 @@ def atomic_write(path, write: Callable) -> None:
 
 # ----------------------------------------------------------------------------------- writing
 def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
-    """Write ``params`` and the fitted ``state`` (name -> ndarray, csr_matrix or Affinity) to
-    ``path`` (``.npz`` appended if missing); returns the path written."""
-    from .neighbors.affinity import Affinity
-
+    """Write ``params`` and the fitted ``state`` (name -> ndarray, csr_matrix or an object of a
+    kind registered by :func:`register_csr_kind`) to ``path`` (``.npz`` appended if missing);
+    returns the path written."""
     specs, arrays = {}, {}
     for name, value in state.items():
         if isinstance(value, np.ndarray):
@@ -100,8 +105,9 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
             specs[name] = {"type": "dense"}
             arrays[name] = value
             continue
-        if isinstance(value, Affinity):
-            specs[name] = {"type": "affinity", "k_max": value.k_max, "kind": value.kind, "side": value.side}
+        kind = next((k for k, (cls, _, _) in _CSR_KINDS.items() if isinstance(value, cls)), None)
+        if kind is not None:
+            specs[name] = {"type": kind, **{f: getattr(value, f) for f in _CSR_KINDS[kind][1]}}
             value = value.matrix
         elif sp.issparse(value):
             specs[name] = {"type": "csr"}
@@ -170,7 +176,7 @@ def _read_header(zf, members, path) -> dict:
         header = json.loads(str(text))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: malformed JSON header: {exc}") from None
-    if not isinstance(header, dict) or header.get("format") not in (FORMAT, "recsys_ltr.model", "recsys_ltr.metric"):
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: header does not describe a recsys_ltr file")
     if header.get("version") != FORMAT_VERSION:
         raise ValueError(
@@ -191,7 +197,7 @@ def _expected_members(header, path) -> set[str]:
         kind = spec.get("type")
         if kind == "dense":
             names.add(f"{name}.npy")
-        elif kind in ("csr", "affinity"):
+        elif kind == "csr" or kind in _CSR_KINDS:
             shape = spec.get("shape")
             if (
                 not isinstance(shape, list)
@@ -247,30 +253,50 @@ def _assemble(specs, arrays, path) -> dict:
 
 # ----------------------------------------------------------------------------------- estimators
 _REGISTRY: dict[str, type] = {}
+#: Objects saved as a CSR matrix plus header fields: kind -> (class, field names, rebuild).
+_CSR_KINDS: dict[str, tuple[type, tuple[str, ...], Callable]] = {}
+
+
+def register_csr_kind(kind: str, cls: type, fields: tuple[str, ...], rebuild: Callable) -> None:
+    """Let estimators save objects of ``cls`` as their ``.matrix`` (CSR) plus the JSON-able
+    attributes ``fields``, rebuilt on load by ``rebuild(matrix, **fields)`` from a checked CSR
+    matrix.  Called by the module that owns ``cls`` (e.g. :class:`recsys_ltr.neighbors.Affinity`),
+    so this layer needs no import of it."""
+    _CSR_KINDS[kind] = (cls, tuple(fields), rebuild)
 
 
 class Persistable:
     """``save``/``load`` for every estimator of the package (one file layout, module docstring).
 
     Subclasses list their fitted attributes in ``_state_attributes`` (dense arrays, CSR matrices,
-    :class:`~recsys_ltr.neighbors.Affinity` objects, or ``None`` for an unset optional one) and
-    may override:
+    objects of a kind registered by :func:`register_csr_kind`, or ``None`` for an unset optional
+    one) and may override:
 
     * ``_saved_params()`` -- JSON-able parameters written to the file (default: the parameters
       the model was fitted with, ``params_`` when the estimator keeps them, else ``get_params()``),
-      and ``_decode_params`` its inverse (e.g. nested estimators);
+      and ``_decode_params`` its inverse;
     * ``_saved_state()`` / ``_state_names()`` -- the arrays written, the names a file may hold;
-    * ``_load_state(state, path)`` -- turn the raw arrays into fitted attributes and check them
+    * ``_load_state(state, specs)`` -- turn the raw arrays into fitted attributes and check them
       against each other and against the parameters (raise ``ValueError``); the default sets
-      dense arrays as float64 and wraps CSR / Affinity specs;
+      dense arrays as float64 and rebuilds CSR matrices and registered kinds;
     * ``_check_params()`` -- the parameter validation ``fit`` runs, rerun on loaded parameters;
     * ``_prepare()`` -- derive the attributes that are not saved.
+
+    Estimators nested in another (FEBR's bases, RankBlend's members) are a feature of this layer:
+    ``_nested = (parameter, fitted attribute, state prefix, base class)`` saves the fitted list as
+    ``[{"class", "params"}, ...]`` in the parameter and the state of member ``j`` under
+    ``<prefix><j>__<name>`` (but for the names in ``_shared_state``, which the members take from
+    the outer estimator); :meth:`_load_nested` restores them.  Parameters renamed since a file was
+    written are read under their new names (``_renamed_params``).
 
     Loading builds the estimator from the saved parameters, so a loaded model answers exactly as
     the saved one did, whatever ``set_params`` was called on it after fitting.
     """
 
     _state_attributes: tuple = ()
+    _nested: tuple | None = None
+    _shared_state: tuple[str, ...] = ()
+    _renamed_params: dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -279,8 +305,6 @@ class Persistable:
     def save(self, path) -> str:
         """Write the parameters and fitted state to ``path`` (``.npz`` appended if missing); returns
         the path written.  Never changes the estimator."""
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self)
         state = {name: value for name, value in self._saved_state().items() if value is not None}
         return write_estimator_file(path, type(self).__name__, self._saved_params(), state)
@@ -305,10 +329,13 @@ class Persistable:
         """The unfitted estimator a file's header describes, its class, parameters and state names
         checked before any array is read."""
         model_cls = _REGISTRY.get(header["class"])
+        if model_cls is not None:
+            model_cls = model_cls._file_class(header["params"])
         if model_cls is None or not issubclass(model_cls, cls):
-            raise ValueError(f"{path} holds a {header['class']!r}, not a {cls.__name__}")
+            name = header["class"] if model_cls is None else model_cls.__name__
+            raise ValueError(f"{path} holds a {name!r}, not a {cls.__name__}")
         try:
-            model = model_cls(**model_cls._decode_params(header["params"]))
+            model = model_cls(**model_cls._decode_params(model_cls._renamed(header["params"])))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from None
         try:
@@ -322,21 +349,86 @@ class Persistable:
             )
         return model
 
+    @classmethod
+    def _file_class(cls, params: dict) -> type:
+        """The class that reads a file written under this class's name with ``params`` (itself;
+        a class that was split in two names the part a file belongs to)."""
+        return cls
+
+    @classmethod
+    def _renamed(cls, params: dict) -> dict:
+        """``params`` under the current names; old names that became one must agree."""
+        out = {}
+        for name, value in params.items():
+            new = cls._renamed_params.get(name, name)
+            if new in out and out[new] != value:
+                raise ValueError(f"{name}={value!r} and another old parameter, both now {new!r}, differ")
+            out[new] = value
+        return out
+
     def _saved_params(self) -> dict:
-        return dict(getattr(self, "params_", None) or self.get_params(deep=False))
+        params = dict(getattr(self, "params_", None) or self.get_params(deep=False))
+        if self._nested is not None:
+            name, fitted = self._nested[:2]
+            params[name] = [
+                {"class": type(est).__name__, "params": est._saved_params()} for est in getattr(self, fitted)
+            ]
+        return params
 
     @classmethod
     def _decode_params(cls, params: dict) -> dict:
         """Constructor arguments from the parameters of a file (inverse of :meth:`_saved_params`)."""
-        return params
+        if cls._nested is None:
+            return params
+        name, _, _, base_cls = cls._nested
+        specs = params.get(name)
+        if not isinstance(specs, list) or not specs:
+            raise ValueError(f"{name} must list the nested estimators' classes and parameters")
+        decoded = []
+        for spec in specs:
+            nested_cls = _REGISTRY.get(spec.get("class")) if isinstance(spec, dict) else None
+            if nested_cls is None or not issubclass(nested_cls, base_cls) or not isinstance(spec.get("params"), dict):
+                raise ValueError(f"{name} holds {spec!r}, not a {base_cls.__name__}'s class and parameters")
+            decoded.append(nested_cls(**nested_cls._decode_params(nested_cls._renamed(spec["params"]))))
+        return {**params, name: decoded}
 
     def _saved_state(self) -> dict:
-        """Fitted attributes written by :meth:`save` (default: ``_state_attributes``)."""
-        return {name: getattr(self, name) for name in self._state_attributes}
+        """Fitted attributes written by :meth:`save` (default: ``_state_attributes``, then the
+        nested estimators' under their prefixes)."""
+        state = {name: getattr(self, name) for name in self._state_attributes}
+        for prefix, est in self._nested_members(getattr(self, self._nested[1]) if self._nested else ()):
+            state.update({prefix + k: v for k, v in est._saved_state().items() if k not in self._shared_state})
+        return state
 
     def _state_names(self) -> tuple:
         """Names a file may hold, given the (loaded) parameters."""
-        return tuple(self._state_attributes)
+        names = tuple(self._state_attributes)
+        for prefix, est in self._nested_members(getattr(self, self._nested[0]) if self._nested else ()):
+            names += tuple(prefix + n for n in est._state_names() if n not in self._shared_state)
+        return names
+
+    def _nested_members(self, estimators):
+        prefix = self._nested[2] if self._nested else ""
+        return [(f"{prefix}{j}__", est) for j, est in enumerate(estimators)]
+
+    def _load_nested(self, state: dict, specs: dict) -> None:
+        """Restore the fitted nested estimators (``_nested``) from their parts of a file's state,
+        each given this estimator's ``_shared_state``."""
+        if self._nested is None:
+            return
+        name, fitted = self._nested[:2]
+        members = []
+        for prefix, template in self._nested_members(getattr(self, name)):
+            member = clone(template)
+            member._check_params()
+            sub = {n[len(prefix) :]: v for n, v in state.items() if n.startswith(prefix)}
+            sub_specs = {n[len(prefix) :]: s for n, s in specs.items() if n.startswith(prefix)}
+            for shared in self._shared_state:
+                sub[shared], sub_specs[shared] = getattr(self, shared), {"type": "csr"}
+            member._load_state(sub, sub_specs)
+            member._prepare()
+            members.append(member)
+        setattr(self, fitted, members)
 
     def _check_params(self):
         """Validate the parameters (subclasses)."""
@@ -345,12 +437,9 @@ class Persistable:
         """Derive the unsaved attributes after ``fit`` or ``load`` (subclasses)."""
 
     def _load_state(self, state: dict, specs: dict):
-        from ._validation import check_csr_structure
-        from .neighbors.affinity import Affinity
-
         for name, value in state.items():
             if name not in self._state_attributes:
-                continue  # a nested estimator's (see _state_names), restored by the subclass
+                continue  # a nested estimator's (see _state_names), restored by _load_nested
             spec = specs[name]
             if spec["type"] == "dense":
                 if value.dtype.kind == "b":
@@ -358,8 +447,9 @@ class Persistable:
                 value = value.astype(np.float64) if value.dtype.kind == "f" else value
             else:
                 check_csr_structure(value, name)
-                if spec["type"] == "affinity":
-                    value = Affinity(value, spec.get("k_max"), spec.get("kind"), spec.get("side"))
+                if spec["type"] in _CSR_KINDS:
+                    _, fields, rebuild = _CSR_KINDS[spec["type"]]
+                    value = rebuild(value, **{f: spec.get(f) for f in fields})
             setattr(self, name, value)
         missing = [n for n in self._required_state() if n not in state]
         if missing:

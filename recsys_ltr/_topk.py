@@ -23,19 +23,17 @@ passing their negation.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit, prange
-from tqdm.auto import tqdm
 
+from ._memory import rows_per_block
 from ._parallel import row_kernel
+from ._progress import progress
 
 __all__ = [
-    "BLOCK_FLOATS",
     "better",
     "heap_offer",
     "heap_sort_best_first",
     "rank_dense_rows",
-    "rank_sparse_rows",
     "select_best_positive",
     "sort_ascending",
     "sort_best_first",
@@ -45,8 +43,6 @@ __all__ = [
     "top_k_sparse_product",
 ]
 
-#: Bound on one dense block of scores or distances held at once (32 MiB of float64).
-BLOCK_FLOATS = 2**22
 #: Scores one thread of :func:`top_k_factor_product` multiplies at once (8 MiB, within a shared cache):
 #: on gowalla (40,981 items) 25-row tiles; 16 and 64 rows were slower.
 TILE_FLOATS = 2**20
@@ -486,19 +482,6 @@ def top_k_sparse_product(
 
 
 # ------------------------------------------------------------------------------ Python helpers
-def rank_sparse_rows(S: sp.csr_matrix, n_out: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_out`` largest non-zero entries of every row of the canonical CSR ``S``, ties by
-    smaller column, as ``(ids, scores)`` of shape ``(n_rows, n_out)`` padded with ``-1``/``-inf``."""
-    ids = np.full((S.shape[0], n_out), -1, np.int64)
-    count = np.zeros(S.shape[0], np.int64)
-    top_k_sparse(S.indptr, S.indices, S.data, False, False, ids, count)
-    scores = np.full(ids.shape, -np.inf)
-    valid = ids >= 0
-    rows = np.broadcast_to(np.arange(S.shape[0])[:, None], ids.shape)
-    scores[valid] = np.asarray(S[rows[valid], ids[valid]]).ravel()
-    return ids, scores
-
-
 def rank_dense_rows(
     rows_of,
     items,
@@ -512,16 +495,16 @@ def rank_dense_rows(
     desc="",
 ):
     """Best ``n_out`` columns of the dense rows ``rows_of(chunk)`` (one per id of ``chunk``,
-    ``n_cols`` columns) for every id of ``items``, in chunks of at most :data:`BLOCK_FLOATS`
-    floats; ``exclude_self`` leaves column ``items[r]`` out of its own row, ``drop_zero`` and
+    ``n_cols`` columns) for every id of ``items``, in chunks of at most
+    :data:`recsys_ltr._memory.BLOCK_BYTES`; ``exclude_self`` leaves column ``items[r]`` out of its own row, ``drop_zero`` and
     ``drop_nonfinite`` as in :func:`top_k_dense`.  Ties by smaller id.  ``show_progress``: a
     tqdm bar (named ``desc``) over the chunks."""
     out_ids = np.empty((items.size, n_out), np.int64)
     out_scores = np.empty((items.size, n_out))
     no_secondary = np.zeros(n_cols)
     excluded = np.zeros(n_cols, dtype=np.bool_)
-    step = max(1, BLOCK_FLOATS // n_cols)
-    with tqdm(total=items.size, desc=desc, unit="row", disable=not show_progress) as bar:
+    step = rows_per_block(8 * n_cols)
+    with progress(show_progress, total=items.size, desc=desc, unit="row") as bar:
         for lo in range(0, items.size, step):
             chunk = items[lo : lo + step]
             ex_indptr = (

@@ -16,7 +16,6 @@ duplicates.  :func:`check_feedback` further makes every stored value 1.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
@@ -30,7 +29,7 @@ __all__ = [
     "check_dense",
     "check_feedback",
     "check_ids",
-    "check_num_threads",
+    "check_item_selection",
     "check_positive_int",
     "check_random_state",
     "check_real",
@@ -38,8 +37,6 @@ __all__ = [
     "check_scores",
     "check_sparse",
     "check_values",
-    "numba_threads",
-    "task_threads",
 ]
 
 #: Index dtype of every canonical CSR matrix (``indices`` and ``indptr``).
@@ -381,6 +378,21 @@ def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def check_item_selection(filter_ids, only_ids, n: int, what: str = "items") -> np.ndarray:
+    """Mask of the columns left out by ``filter_<what>`` or outside ``<what>`` (implicit's rule: at
+    most one of the two), both lists of ids checked against ``n``."""
+    if filter_ids is not None and only_ids is not None:
+        raise ValueError(f"give filter_{what} or {what}, not both")
+    if only_ids is not None:
+        excluded = np.ones(n, bool)
+        excluded[check_ids(only_ids, n, what)] = False
+        return excluded
+    excluded = np.zeros(n, bool)
+    if filter_ids is not None:
+        excluded[check_ids(filter_ids, n, f"filter_{what}")] = True
+    return excluded
+
+
 def _integral(v) -> int | None:
     """The int an id stands for (an integer, or a finite float with an integral value), else None."""
     if isinstance(v, (bool, np.bool_)):
@@ -469,47 +481,3 @@ def check_random_state(seed, name: str = "random_state") -> np.random.Generator:
     if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"{name} must be None, an int or a numpy Generator, got {seed!r}")
     return np.random.default_rng(check_seed(seed, name))
-
-
-#: Threads an executor's worker task may use (``None``: no limit), set by :func:`task_threads`.
-_TASK_THREADS = None
-
-
-def check_num_threads(num_threads) -> int:
-    """Validate a ``num_threads`` parameter; 0 means all cores numba sees.  Inside a worker task of
-    :mod:`recsys_ltr.executors` every count is capped at the task's share of the CPUs
-    (:func:`task_threads`), whatever the estimator was configured with."""
-    import numba
-
-    n = check_positive_int(num_threads, "num_threads", minimum=0)
-    limit = (
-        numba.config.NUMBA_NUM_THREADS if _TASK_THREADS is None else min(_TASK_THREADS, numba.config.NUMBA_NUM_THREADS)
-    )
-    return limit if n == 0 else min(n, limit)
-
-
-@contextlib.contextmanager
-def numba_threads(num_threads):
-    """Run the enclosed numba kernels on ``num_threads`` threads (0 = all), then restore."""
-    import numba
-
-    previous = numba.get_num_threads()
-    numba.set_num_threads(check_num_threads(num_threads))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
-
-
-@contextlib.contextmanager
-def task_threads(threads: int):
-    """Run the enclosed block as a worker task granted ``threads`` CPUs: every ``num_threads`` is
-    capped at ``threads`` and numba runs on that many, then restore."""
-    global _TASK_THREADS
-    previous = _TASK_THREADS
-    _TASK_THREADS = check_positive_int(threads, "threads")
-    try:
-        with numba_threads(0):
-            yield
-    finally:
-        _TASK_THREADS = previous

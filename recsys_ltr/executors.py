@@ -2,7 +2,8 @@
 
 The package's large jobs split into independent tasks that share one big read-only input:
 scoring, evaluating or extracting FEBR's features of blocks of users against one fitted model
-(:func:`score_users`, :func:`recommend_users`, :func:`febr_features`, ``evaluate(executor=)``),
+(:func:`score_users`, :func:`recommend_users`, ``evaluate(executor=)``,
+:func:`recsys_ltr.febr.febr_features`),
 building the neighbours of blocks
 of items against one indexed matrix, running the (method, fold) units of the benchmark grid on one
 set of splits.  An :class:`Executor` runs such a job: ``executor.map(fn, tasks, shared)`` calls
@@ -32,7 +33,7 @@ Importing this module (or ``recsys_ltr``) never imports ray.
 Threads.  A task of a worker executor runs on ``threads`` numba threads (Ray: one per CPU the
 task reserves, ``cpus_per_task``; processes: ``cores // n_workers``) with BLAS limited to as many
 (threadpoolctl), and every ``num_threads`` inside the task -- an estimator's, ``evaluate``'s --
-is capped at that share (:func:`recsys_ltr._validation.task_threads`), so the busy threads never
+is capped at that share (:func:`recsys_ltr._threads.task_threads`), so the busy threads never
 exceed the CPUs granted, whatever a shipped model was configured with.  numba's threading
 layer is left to numba's default choice (TBB, else OpenMP, else workqueue): every worker runs one
 task at a time from one thread, so even the workqueue layer (not thread-safe) is safe, and
@@ -67,7 +68,13 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
-from ._validation import check_positive_int, task_threads
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ._memory import TASK_BYTES, rows_per_block
+from ._progress import progress, progress_enabled
+from ._threads import cores, task_threads
+from ._validation import check_ids, check_item_selection, check_positive_int
 
 __all__ = [
     "EXECUTORS",
@@ -77,13 +84,15 @@ __all__ = [
     "SerialExecutor",
     "TaskStats",
     "check_executor",
+    "check_model_users",
     "executor_scope",
-    "febr_features",
     "get_executor",
     "map_user_blocks",
+    "method_block",
     "recommend_all",
     "recommend_users",
     "score_users",
+    "user_stream",
 ]
 
 #: Names accepted wherever an ``executor=`` argument is.
@@ -136,19 +145,11 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-@cache
-def _thread_pools():
-    """The BLAS/OpenMP pools of this worker process, found once (a scan costs ~1 ms per task)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
 def _run_task(fn, shared, task, threads):
     """Run one task in a worker on ``threads`` numba and BLAS threads; returns ``(result, pid,
     peak resident bytes, CPU seconds)``."""
     start = time.process_time()
-    with task_threads(threads), _thread_pools().limit(limits=threads):
+    with task_threads(threads):
         result = fn(shared, task)
     return result, os.getpid(), _peak_rss(), time.process_time() - start
 
@@ -209,9 +210,7 @@ class SerialExecutor(Executor):
 
     @property
     def threads(self) -> int:
-        import numba
-
-        return numba.config.NUMBA_NUM_THREADS
+        return cores()
 
     @property
     def parallelism(self) -> int:
@@ -282,11 +281,9 @@ class ProcessExecutor(_WorkerExecutor):
 
     def __init__(self, n_workers=None, *, threads=None, max_retries=3, max_pending=None):
         super().__init__(max_retries, max_pending)
-        import numba
-
-        cores = numba.config.NUMBA_NUM_THREADS
-        self.n_workers = cores if n_workers is None else check_positive_int(n_workers, "n_workers")
-        self._threads = max(1, cores // self.n_workers) if threads is None else check_positive_int(threads, "threads")
+        n_cores = cores()
+        self.n_workers = n_cores if n_workers is None else check_positive_int(n_workers, "n_workers")
+        self._threads = max(1, n_cores // self.n_workers) if threads is None else check_positive_int(threads, "threads")
 
     @property
     def threads(self) -> int:
@@ -352,7 +349,7 @@ class ProcessExecutor(_WorkerExecutor):
 # ------------------------------------------------------------------------------ Ray
 def _import_ray():
     try:
-        import ray
+        import ray  # the optional extra recsys-ltr[ray]
     except ImportError:
         raise ImportError("the 'ray' executor needs Ray: pip install 'recsys-ltr[ray]' (or pip install ray)") from None
     return ray
@@ -360,9 +357,7 @@ def _import_ray():
 
 def _ray_run(fn, shared, task, threads):
     """The Ray task: :func:`_run_task` plus the id of the node it ran on."""
-    import ray
-
-    return *_run_task(fn, shared, task, threads), ray.get_runtime_context().get_node_id()
+    return *_run_task(fn, shared, task, threads), _import_ray().get_runtime_context().get_node_id()
 
 
 @cache
@@ -517,38 +512,40 @@ def executor_scope(executor=None, *, address=None):
 
 
 # ------------------------------------------------------------------------------ sharded over users
-def map_user_blocks(fn, model, users=None, *, batch_size=None, executor=None, show_progress=False):
+def map_user_blocks(fn, model, users=None, *, batch_size=None, executor=None, show_progress=None):
     """Run ``fn(model, user_ids)`` on blocks of users; yield ``(user_ids, result)`` as blocks finish.
 
     The generic user-sharded job: the fitted ``model`` is shipped once (Ray: one ``ray.put``) and
     each task handles one block, so a task holds at most what ``fn`` builds for ``batch_size``
-    users.  Arguments are checked here, before any task is submitted.
+    users.  Arguments are checked here, before any task is submitted.  A model's own jobs build on
+    it (e.g. :func:`recsys_ltr.febr.febr_features`).
 
     Parameters
     ----------
     fn : callable ``(model, user_ids) -> result``
         Picklable by reference for worker executors (a module-level function or a
         ``functools.partial`` of one).
-    model : fitted :class:`~recsys_ltr.models.Recommender`
+    model : fitted recommender
+        Anything with ``n_users_`` and ``n_items_`` (every :class:`~recsys_ltr.models.Recommender`).
     users : array of int, optional
         Training users, in the order blocks are cut (default: all).
     batch_size : int, optional
         Users per task (default: a dense ``float64`` block of scores of at most
-        :data:`recsys_ltr.metrics.DEFAULT_BLOCK_BYTES`).
+        :data:`recsys_ltr._memory.TASK_BYTES`).
     executor : Executor or str, optional
         See :func:`get_executor` (default in-process).
-    show_progress : bool
-        Progress bar over blocks.
+    show_progress : bool or None
+        Progress bar over blocks (``None``: on when standard error is a terminal).
     """
     if not callable(fn):
         raise TypeError(f"fn must be a callable (model, user_ids) -> result, got {type(fn).__name__}")
-    users, n_items = _check_model_users(model, users, "users")
+    users, n_items = check_model_users(model, users, "users")
     batch_size = _batch_size(batch_size, n_items)
-    stream = _user_stream(fn, model, users, batch_size, executor, show_progress)
+    stream = user_stream(fn, model, users, batch_size, executor, show_progress)
     return ((block, result) for _, block, result in stream)
 
 
-def score_users(model, users=None, reduce=None, *, batch_size=None, executor=None, show_progress=False):
+def score_users(model, users=None, reduce=None, *, batch_size=None, executor=None, show_progress=None):
     """Scores of blocks of users (``model.score``), yielded as ``(user_ids, scores)`` when they
     finish; with ``reduce``, ``(user_ids, reduce(user_ids, scores))`` computed in the task, so only
     the reduction travels back.  See :func:`map_user_blocks` for the other arguments."""
@@ -584,8 +581,6 @@ def recommend_all(model, users=None, N=10, **kwargs):
     """:func:`recommend_users` gathered into ``(ids, scores)`` arrays aligned with ``users``
     (default: every training user), as ``model.recommend(users, N)`` returns them: ``len(users) x
     N'`` values, the only arrays held whole."""
-    import numpy as np
-
     stream = _recommend_stream(model, users, N, **kwargs)
     ids = scores = None
     for start, block, (block_ids, block_scores) in stream:
@@ -595,34 +590,6 @@ def recommend_all(model, users=None, N=10, **kwargs):
         ids[start : start + block.size] = block_ids
         scores[start : start + block.size] = block_scores
     return ids, scores
-
-
-def febr_features(model, users=None, *, batch_size=None, executor=None, show_progress=False):
-    """FEBR's features of blocks of training users, yielded as ``(user_ids, features)`` when each
-    block finishes; the fitted model is shipped once and each task extracts one block.
-
-    ``features`` is :meth:`FEBR.head_features <recsys_ltr.febr.FEBR.head_features>` ``(user_ids)``
-    for stacked features -- ``(indptr, items, phi)``, the features of every pair of each user's
-    head (the items the scorer ranks; the bases score every item to find it) -- and
-    :meth:`FEBR.transform <recsys_ltr.febr.FEBR.transform>` ``(user_ids)`` for the dissertation's
-    features: a ``(B, n_items, n_features)`` array, every item of every user of the block.
-
-    The default ``batch_size`` bounds a task's dense arrays (the bases' ``n_bases`` rows of scores
-    per user, or the ``n_items x n_features`` features per user) to about
-    :data:`recsys_ltr.metrics.DEFAULT_BLOCK_BYTES`.  See :func:`map_user_blocks` for the other
-    arguments.
-    """
-    from recsys_ltr.febr import FEBR
-
-    if not isinstance(model, FEBR):
-        raise TypeError(f"model must be a fitted FEBR, got {type(model).__name__}")
-    users, n_items = _check_model_users(model, users, "users")
-    stacked = hasattr(model, "bases_")
-    width = len(model.bases_) if stacked else len(model.feature_names_)
-    batch_size = max(1, _batch_size(None, n_items) // width) if batch_size is None else _batch_size(batch_size, n_items)
-    fn = partial(_method_block, method="head_features" if stacked else "transform")
-    stream = _user_stream(fn, model, users, batch_size, executor, show_progress)
-    return ((block, result) for _, block, result in stream)
 
 
 def _recommend_stream(
@@ -635,35 +602,27 @@ def _recommend_stream(
     items=None,
     batch_size=None,
     executor=None,
-    show_progress=False,
+    show_progress=None,
 ):
-    from recsys_ltr import _topk
-    from recsys_ltr.models.base import Recommender
-
-    users, n_items = _check_model_users(model, users, "userid")
+    users, n_items = check_model_users(model, users, "userid")
     N = check_positive_int(N, "N")
-    Recommender._excluded(filter_items, items, n_items, "items")  # recommend's own checks, before any task
+    check_item_selection(filter_items, items, n_items, "items")  # recommend's own checks, before any task
     if batch_size is None:
-        step = max(1, _topk.BLOCK_FLOATS // n_items)
+        step = rows_per_block(8 * n_items)  # recommend's sub-block
         batch_size = step * max(1, _batch_size(None, n_items) // step)
     fn = partial(
-        _method_block,
+        method_block,
         method="recommend",
         N=N,
         filter_already_liked_items=filter_already_liked_items,
         filter_items=filter_items,
         items=items,
     )
-    return _user_stream(fn, model, users, _batch_size(batch_size, n_items), executor, show_progress)
+    return user_stream(fn, model, users, _batch_size(batch_size, n_items), executor, show_progress)
 
 
-def _check_model_users(model, users, name):
+def check_model_users(model, users, name):
     """``(users, n_items)`` of a fitted model: ``users`` checked against its training users."""
-    import numpy as np
-    from sklearn.utils.validation import check_is_fitted
-
-    from recsys_ltr._validation import check_ids
-
     check_is_fitted(model)
     n_users, n_items = model.n_users_, model.n_items_
     users = np.arange(n_users, dtype=np.int64) if users is None else check_ids(users, n_users, name)
@@ -673,10 +632,8 @@ def _check_model_users(model, users, name):
 
 
 def _batch_size(batch_size, n_items) -> int:
-    from recsys_ltr.metrics import DEFAULT_BLOCK_BYTES
-
     if batch_size is None:
-        return max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
+        return rows_per_block(8 * n_items, TASK_BYTES)
     return check_positive_int(batch_size, "batch_size")
 
 
@@ -688,22 +645,24 @@ class _UserStream:
         self._args = (fn, model, users, batch_size, executor, show_progress)
 
     def __iter__(self):
-        from tqdm.auto import tqdm
-
         fn, model, users, batch_size, executor, show_progress = self._args
         starts = range(0, users.size, batch_size)
         blocks = [users[s : s + batch_size] for s in starts]
         with (
             executor_scope(executor) as ex,
-            tqdm(total=len(blocks), desc="users", unit="block", disable=not show_progress) as bar,
+            progress(show_progress, total=len(blocks), desc="users", unit="block") as bar,
         ):
             for position, result in ex.map(_apply_to_block, blocks, (fn, model)):
                 bar.update()
                 yield starts[position], blocks[position], result
 
 
-def _user_stream(fn, model, users, batch_size, executor, show_progress) -> _UserStream:
-    check_executor(executor)  # a bad executor argument fails here, before anything runs
+def user_stream(fn, model, users, batch_size, executor, show_progress) -> _UserStream:
+    """``fn(model, block)`` over the blocks of ``batch_size`` of the checked ``users``, yielding
+    ``(start, block, result)``; the arguments are checked here, before anything runs."""
+    batch_size = check_positive_int(batch_size, "batch_size")
+    check_executor(executor)
+    progress_enabled(show_progress)
     return _UserStream(fn, model, users, batch_size, executor, show_progress)
 
 
@@ -717,5 +676,6 @@ def _score_block(model, users, reduce=None):
     return scores if reduce is None else reduce(users, scores)
 
 
-def _method_block(model, users, *, method, **kwargs):
+def method_block(model, users, *, method, **kwargs):
+    """``getattr(model, method)(users, **kwargs)``: a block task calling one of the model's methods."""
     return getattr(model, method)(users, **kwargs)

@@ -48,11 +48,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from recsys_ltr import _ranking
+from recsys_ltr._memory import TASK_BYTES, rows_per_block
 from recsys_ltr._parallel import product_work, strided_chunks
+from recsys_ltr._progress import progress, progress_enabled
 from recsys_ltr._ranking import BASE_METRICS, evaluate_block, evaluate_product_block, metrics_from_ranks, rank_block
+from recsys_ltr._threads import numba_threads
 from recsys_ltr._validation import (
     INDEX_DTYPE,
     check_bool,
@@ -62,16 +64,14 @@ from recsys_ltr._validation import (
     check_positive_int,
     check_same_shape,
     check_scores,
-    numba_threads,
 )
 from recsys_ltr.executors import check_executor, executor_scope
 
 __all__ = [
-    "DEFAULT_BLOCK_BYTES",
     "METRICS",
     "EvaluationResult",
     "evaluate",
-    "evaluate_checked",
+    "evaluate_trusted",
     "rank_test_items",
     "retrieval_metrics",
     "squared_distances",
@@ -81,8 +81,6 @@ __all__ = [
 #: the ``k`` argument when written bare).  Result keys always carry the cutoff.
 METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
 _CUTOFF_METRICS = ("REC", "P")
-#: Default bound on the dense score block held at once (bytes); sets the default ``batch_size``.
-DEFAULT_BLOCK_BYTES = 256 * 2**20
 
 
 class EvaluationResult(Mapping):
@@ -142,7 +140,7 @@ def evaluate(
     batch_size=None,
     users=None,
     num_threads=0,
-    show_progress=False,
+    show_progress=None,
     executor=None,
     blocks_per_task=1,
 ) -> EvaluationResult:
@@ -152,7 +150,10 @@ def evaluate(
     ----------
     model_or_score_fn : object with ``score(user_ids)``, or callable
         Maps an int64 array of user ids to a dense ``(len(user_ids), n_items)`` score array
-        (higher = better; ``-inf`` allowed, NaN is an error).
+        (higher = better; ``-inf`` allowed, NaN is an error).  An object that also has
+        ``score_product(user_ids)`` -- ``(R, B)``, CSR, with ``R @ B`` equal to its scores and ``B``
+        non-negative, or ``None`` -- is ranked from that product without dense rows (every
+        neighbourhood :class:`~recsys_ltr.models.Recommender` has it).
     train, test : feedback matrices (users x items)
         Training positives (define the candidates and the popularity tie-break) and held-out
         positives.  ``test`` must be disjoint from ``train`` and ``exclude``: a test item that is
@@ -167,14 +168,14 @@ def evaluate(
         Cutoff of bare ``REC`` and ``P``; must not exceed the number of items when one of
         them is requested (a larger ``k`` raises rather than being clamped).
     batch_size : int, optional
-        Users scored per block; default keeps the float64 block under :data:`DEFAULT_BLOCK_BYTES`
+        Users scored per block; default keeps the float64 block under :data:`recsys_ltr._memory.TASK_BYTES`
         (a task's memory is bounded by one block).
     users : array of int, optional
         Restrict the evaluation to these users (those without test items are skipped).
     num_threads : int
         Numba threads (0: all, or a worker task's share).  Results do not depend on it.
-    show_progress : bool
-        Show a progress bar over blocks.
+    show_progress : bool or None
+        Progress bar over blocks (``None``: on when standard error is a terminal).
     executor : Executor or {"serial", "processes", "ray"}, optional
         Where the blocks are scored and ranked (:mod:`recsys_ltr.executors`; default in this
         process).  The scorer is shipped once; each task carries one block of users with their
@@ -200,11 +201,11 @@ def evaluate(
         larger than the catalogue, users out of range, no user with a test item to evaluate,
         or a score block of the wrong shape or with NaN scores.
     """
-    score_fn = _score_function(model_or_score_fn)
-    check_bool(show_progress, "show_progress")
+    _score_function(model_or_score_fn)
+    progress_enabled(show_progress)
     train, test, exclude = _check_matrices(train, test, exclude)
-    return evaluate_checked(
-        score_fn,
+    return evaluate_trusted(
+        model_or_score_fn,
         train,
         test,
         exclude,
@@ -219,8 +220,8 @@ def evaluate(
     )
 
 
-def evaluate_checked(
-    score_fn,
+def evaluate_trusted(
+    scorer,
     train,
     test,
     exclude,
@@ -233,16 +234,16 @@ def evaluate_checked(
     executor=None,
     blocks_per_task=1,
 ) -> EvaluationResult:
-    """:func:`evaluate` of canonical, disjoint ``train``/``test`` (and ``exclude`` or ``None``) and a
-    score function: the matrices are not checked again (for estimators evaluating themselves
-    repeatedly, such as early stopping)."""
+    """:func:`evaluate` of canonical, disjoint ``train``/``test`` (and ``exclude`` or ``None``): the
+    matrices are trusted, not checked again (for estimators evaluating themselves repeatedly, such as
+    early stopping)."""
     if exclude is None:
         exclude = _empty_like(train)
     n_items = train.shape[1]
     names, cutoffs = _parse_metrics(metrics, k, n_items)
     eval_users = _users_to_evaluate(test, users)
     if batch_size is None:
-        batch_size = max(1, DEFAULT_BLOCK_BYTES // (8 * n_items))
+        batch_size = rows_per_block(8 * n_items, TASK_BYTES)
     batch_size = check_positive_int(batch_size, "batch_size")
     task_size = batch_size * check_positive_int(blocks_per_task, "blocks_per_task")
     check_executor(executor)
@@ -255,9 +256,15 @@ def evaluate_checked(
     blocks = (_user_rows(eval_users[s : s + task_size], train, test, exclude) for s in starts)
     n_blocks = -(-len(eval_users) // batch_size)
     shared = _EvaluationInputs(
-        score_fn, _product_function(score_fn), tiebreak, cutoffs, num_threads, batch_size, n_blocks
+        _score_function(scorer),
+        getattr(scorer, "score_product", None),
+        tiebreak,
+        cutoffs,
+        num_threads,
+        batch_size,
+        n_blocks,
     )
-    bar = tqdm(total=len(starts), desc="evaluate", unit="task", disable=not show_progress)
+    bar = progress(show_progress, total=len(starts), desc="evaluate", unit="task")
     with executor_scope(executor) as ex, bar:
         for position, rows in ex.map(_evaluate_users, blocks, shared):
             table[starts[position] : starts[position] + len(rows)] = rows
@@ -268,7 +275,7 @@ def evaluate_checked(
 
 @dataclass(frozen=True)
 class _EvaluationInputs:
-    """What every block of :func:`evaluate_checked` reads: shipped once to the workers."""
+    """What every block of :func:`evaluate_trusted` reads: shipped once to the workers."""
 
     score_fn: object
     product_fn: object  # the model's sparse factorisation of its scores, or None
@@ -348,12 +355,12 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
     popularity = np.asarray(popularity, dtype=np.float64)
     if popularity.shape != (n_items,) or not np.all(np.isfinite(popularity)):
         raise ValueError(f"popularity must be a finite array of shape ({n_items},), got shape {popularity.shape}")
-    return _rank_checked(
+    return _rank_trusted(
         check_scores(scores, train_rows.shape), _tiebreak(popularity), train_rows, test_rows, exclude_rows
     )
 
 
-def _rank_checked(scores, tiebreak, train_rows, test_rows, exclude_rows):
+def _rank_trusted(scores, tiebreak, train_rows, test_rows, exclude_rows):
     ranks, n_cand, nan_rows = rank_block(*_kernel_args(scores, tiebreak, train_rows, test_rows, exclude_rows))
     _check_nan(nan_rows)
     return ranks, n_cand
@@ -402,7 +409,7 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
         raise ValueError("no query has a relevant point in the database: metrics are undefined")
     norms = (Zdb * Zdb).sum(axis=1)
     tiebreak = np.arange(n_db, dtype=np.int64)
-    step = max(1, DEFAULT_BLOCK_BYTES // (8 * n_db))
+    step = rows_per_block(8 * n_db, TASK_BYTES)
     tables = []
     for s in range(0, rows.size, step):
         block = rows[s : s + step]
@@ -412,7 +419,7 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
             (np.ones(block.size), block.astype(INDEX_DTYPE), np.arange(block.size + 1, dtype=INDEX_DTYPE)),
             shape=scores.shape,
         )
-        ranks, n_cand = _rank_checked(scores, tiebreak, none, R[block], own if exclude_self else none)
+        ranks, n_cand = _rank_trusted(scores, tiebreak, none, R[block], own if exclude_self else none)
         te_ptr = np.concatenate(([0], np.cumsum(np.diff(R[block].indptr)))).astype(np.int64)
         tables.append(metrics_from_ranks(ranks, te_ptr, n_cand, np.arange(block.size, dtype=np.int64), cutoffs))
     table = np.vstack(tables)
@@ -513,17 +520,6 @@ def _score_function(model_or_score_fn):
         "model_or_score_fn must have a score(user_ids) method or be a callable mapping user ids to "
         f"scores, got {type(model_or_score_fn).__name__}"
     )
-
-
-def _product_function(score_fn):
-    """The model's ``_user_score_product`` when ``score_fn`` is the unmodified ``score`` of a
-    recommender (its scores may then be a sparse product, ranked without dense rows), else ``None``."""
-    from recsys_ltr.models.base import Recommender  # lazy: the evaluator does not need the models
-
-    model = getattr(score_fn, "__self__", None)
-    if isinstance(model, Recommender) and score_fn.__func__ is Recommender.score:
-        return model._user_score_product
-    return None
 
 
 def _score_block(score_fn, block: np.ndarray, n_items: int) -> np.ndarray:

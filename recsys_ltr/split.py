@@ -34,16 +34,17 @@ __all__ = [
     "eligible_positives",
     "folds",
     "holdout",
-    "holdout_checked",
+    "holdout_trusted",
     "kfold",
-    "kfold_checked",
+    "kfold_trusted",
     "leave_k_out",
     "novelty_holdout",
+    "sample_users",
     "split_counts",
 ]
 
 
-def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
+def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
     """Split each user's positives at random into train / validation / test.
 
     Parameters
@@ -53,7 +54,7 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     val, test : float
         Fractions of each user's eligible positives held out (``0 <= val, test``,
         ``val + test < 1``); see the module docstring for the exact rounding.
-    seed : None, int or numpy.random.Generator
+    random_state : None, int or numpy.random.Generator
         Same seed, same split.
     exclude_top : int or None
         Novelty protocol: validation and test items are never among the ``exclude_top`` most
@@ -66,10 +67,12 @@ def holdout(X, val=0.1, test=0.2, seed=0, exclude_top=None):
     """
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
-    return holdout_checked(X, val, test, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
+    return holdout_trusted(
+        X, val, test, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
+    )
 
 
-def holdout_checked(X, val, test, rng, eligible=None):
+def holdout_trusted(X, val, test, rng, eligible=None):
     """:func:`holdout` of a canonical ``X``, checked fractions, a Generator and the mask of
     eligible positives (default all)."""
     eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
@@ -79,35 +82,39 @@ def holdout_checked(X, val, test, rng, eligible=None):
     return _assign(X, eligible, n_test, n_val, rng)
 
 
-def novelty_holdout(X, val=0.1, test=0.2, seed=0, exclude_top=100):
+def novelty_holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=100):
     """:func:`holdout` under the novelty protocol (dissertation sec. 4.7.5)."""
     if exclude_top is None:
         raise ValueError("novelty_holdout needs exclude_top (an int >= 1)")
-    return holdout(X, val=val, test=test, seed=seed, exclude_top=exclude_top)
+    return holdout(X, val=val, test=test, random_state=random_state, exclude_top=exclude_top)
 
 
-def folds(X, n_folds=3, val=0.1, test=0.2, seed=0, exclude_top=None) -> Iterator[tuple]:
+def folds(X, n_folds=3, val=0.1, test=0.2, random_state=0, exclude_top=None) -> Iterator[tuple]:
     """Yield ``n_folds`` independent :func:`holdout` splits (the paper uses three).
 
-    Fold ``f`` is ``holdout(X, ..., seed=seed + f)`` for an int seed (so any single fold can be
-    reproduced on its own); a Generator seed is consumed fold after fold.
+    Fold ``f`` is ``holdout(X, ..., random_state=random_state + f)`` for an int seed (so any single fold can be
+    reproduced on its own); a Generator is consumed fold after fold.
     """
     n_folds = check_positive_int(n_folds, "n_folds")
     X = check_feedback(X)
     val, test = _check_fractions(val, test)
     eligible = eligible_positives(X, exclude_top)
-    rng = check_random_state(seed, "seed")  # fail on a bad seed now, not at the first fold
-    if isinstance(seed, numbers.Integral):
-        check_random_state(seed + n_folds - 1, "seed + n_folds - 1")
+    rng = check_random_state(random_state, "random_state")  # fail on a bad seed now, not at the first fold
+    if isinstance(random_state, numbers.Integral):
+        check_random_state(random_state + n_folds - 1, "random_state + n_folds - 1")
     return (
-        holdout_checked(
-            X, val, test, check_random_state(seed + f) if isinstance(seed, numbers.Integral) else rng, eligible
+        holdout_trusted(
+            X,
+            val,
+            test,
+            check_random_state(random_state + f) if isinstance(random_state, numbers.Integral) else rng,
+            eligible,
         )
         for f in range(n_folds)
     )
 
 
-def kfold(X, n_folds=5, seed=0, exclude_top=None) -> Iterator[tuple]:
+def kfold(X, n_folds=5, random_state=0, exclude_top=None) -> Iterator[tuple]:
     """Yield ``n_folds`` ``(train, held_out)`` splits whose held-out parts are disjoint.
 
     Every eligible positive (``exclude_top`` as in :func:`holdout`) of a user with at least two
@@ -118,10 +125,12 @@ def kfold(X, n_folds=5, seed=0, exclude_top=None) -> Iterator[tuple]:
     """
     X = check_feedback(X)
     n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
-    return kfold_checked(X, n_folds, check_random_state(seed, "seed"), eligible_positives(X, exclude_top))
+    return kfold_trusted(
+        X, n_folds, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
+    )
 
 
-def kfold_checked(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
+def kfold_trusted(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
     """:func:`kfold` of a canonical ``X``, a checked ``n_folds``, a Generator and the mask of
     eligible positives (default all)."""
     eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
@@ -137,7 +146,7 @@ def kfold_checked(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
     return ((_subset(X, rows, fold != f), _subset(X, rows, fold == f)) for f in range(n_folds))
 
 
-def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
+def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
     """Hold out exactly ``k`` test and ``val_k`` validation positives per user.
 
     Users with fewer than ``k + val_k + 1`` eligible positives (so that at least one
@@ -155,7 +164,9 @@ def leave_k_out(X, k=1, seed=0, val_k=0, exclude_top=None):
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
     ok = (m >= k + val_k) & (n >= k + val_k + 1)
-    return _assign(X, eligible, np.where(ok, k, 0), np.where(ok, val_k, 0), check_random_state(seed, "seed"))
+    return _assign(
+        X, eligible, np.where(ok, k, 0), np.where(ok, val_k, 0), check_random_state(random_state, "random_state")
+    )
 
 
 def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
@@ -215,3 +226,15 @@ def _subset(X, rows, mask) -> sp.csr_matrix:
     counts = np.bincount(rows[mask], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
     return sp.csr_matrix((np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape)
+
+
+def sample_users(X: sp.csr_matrix, size, rng=None) -> np.ndarray:
+    """At most ``size`` of the users with interactions in ``X`` (canonical CSR), sorted: evenly spaced
+    (a fixed sample, for statistics) without ``rng``, a uniform random sample with it; all of them
+    when ``size`` is ``None`` or not smaller."""
+    users = np.flatnonzero(np.diff(X.indptr) > 0)
+    if size is None or users.size <= size:
+        return users
+    if rng is None:
+        return users[np.unique(np.linspace(0, users.size - 1, size).astype(np.int64))]
+    return np.sort(rng.choice(users, size, replace=False))

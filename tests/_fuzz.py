@@ -605,12 +605,13 @@ def fitted(name):
 
 
 #: the dissertation's FEBR (its own affinity features, trained on X itself)
-PAPER = {"bases": None, "affinity": "cosine", "holdout": 0.0, "validation_fraction": 0.0}
+PAPER = {"affinity": "cosine", "holdout": 0.0, "validation_fraction": 0.0}
 
 
 def model_factories() -> dict:
     """Small, fast, deterministic configurations of every recommender."""
-    from recsys_ltr.models import ALS, BPR, EASE, FEBR, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.febr import AffinityFEBR
+    from recsys_ltr.models import ALS, BPR, EASE, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
     one = dict(num_threads=1)
     return {
@@ -620,11 +621,13 @@ def model_factories() -> dict:
         "KUNN": lambda: KUNN(k=2, **one),
         "SLIM": lambda: SLIM(max_iter=5, **one),
         "RP3beta": lambda: RP3beta(k=2, **one),
-        "EASE": lambda: EASE(lam=1.0, **one),
+        "EASE": lambda: EASE(regularization=1.0, **one),
         "ALS": lambda: ALS(factors=2, iterations=1, random_state=0, **one),
         "BPR": lambda: BPR(factors=2, iterations=1, random_state=0, **one),
-        "FEBR": lambda: FEBR(**PAPER, k=2, iterations=40, eval_every=40, random_state=0, **one),
-        "FEBRiu": lambda: FEBR(**PAPER, k=2, side="both", iterations=40, eval_every=40, random_state=0, **one),
+        "AffinityFEBR": lambda: AffinityFEBR(**PAPER, k=2, max_iter=40, eval_every=40, random_state=0, **one),
+        "AffinityFEBRiu": lambda: AffinityFEBR(
+            **PAPER, k=2, side="both", max_iter=40, eval_every=40, random_state=0, **one
+        ),
         "ContentItemKNN": lambda: _content_model(),
     }
 
@@ -661,10 +664,10 @@ def sparse_entries() -> dict:
     """Every public entry point that takes a matrix, by name."""
     from recsys_ltr import Interactions, split
     from recsys_ltr._validation import check_feedback, check_sparse
-    from recsys_ltr.febr import FeatureExtractor
+    from recsys_ltr.febr import AffinityFEBR, FeatureExtractor
     from recsys_ltr.metric_learning import FRML, GMML
     from recsys_ltr.metrics import evaluate, rank_test_items, retrieval_metrics
-    from recsys_ltr.models import FEBR, ContentItemKNN
+    from recsys_ltr.models import ContentItemKNN
     from recsys_ltr.neighbors import (
         Affinity,
         ContentAffinity,
@@ -710,9 +713,9 @@ def sparse_entries() -> dict:
             lambda M: Interactions(X7).with_item_features(M).item_features,
             (6, 4),
         ),
-        Entry("split.holdout", "feedback", "X", lambda M: split.holdout(M, seed=1)),
-        Entry("split.folds", "feedback", "X", lambda M: list(split.folds(M, n_folds=2, seed=1))),
-        Entry("split.leave_k_out", "feedback", "X", lambda M: split.leave_k_out(M, seed=1)),
+        Entry("split.holdout", "feedback", "X", lambda M: split.holdout(M, random_state=1)),
+        Entry("split.folds", "feedback", "X", lambda M: list(split.folds(M, n_folds=2, random_state=1))),
+        Entry("split.leave_k_out", "feedback", "X", lambda M: split.leave_k_out(M, random_state=1)),
         Entry(
             "recommend(user_items)",
             "feedback",
@@ -786,14 +789,14 @@ def sparse_entries() -> dict:
             kinds="sparse",
         ),
         Entry(
-            "FEBR(Affinity)",
+            "AffinityFEBR(Affinity)",
             "weights",
             "matrix",
             lambda M: _fit_answers(
-                lambda: FEBR(
+                lambda: AffinityFEBR(
                     **{**PAPER, "affinity": Affinity(M, 5)},
                     k=1,
-                    iterations=20,
+                    max_iter=20,
                     eval_every=20,
                     random_state=0,
                     num_threads=1,
@@ -979,8 +982,8 @@ def id_entries() -> dict:
     out = {
         "check_ids": ("user_ids", 5, lambda ids: check_ids(ids, 5)),
         "evaluate(users)": ("users", 7, lambda ids: dict(evaluate(_ranking_scores, X7, T7, users=ids, k=3))),
-        "FeatureExtractor.neighbors": ("user_ids", 7, lambda ids: fitted("FEBRiu").extractor_.neighbors(ids)),
-        "FEBR.transform": ("user_ids", 7, lambda ids: fitted("FEBR").transform(ids)),
+        "FeatureExtractor.neighbors": ("user_ids", 7, lambda ids: fitted("AffinityFEBRiu").extractor_.neighbors(ids)),
+        "AffinityFEBR.transform": ("user_ids", 7, lambda ids: fitted("AffinityFEBR").transform(ids)),
     }
     for name in model_factories():
         out[f"{name}.score"] = ("user_ids", 7, lambda ids, m=name: fitted(m).score(ids))
@@ -1123,10 +1126,9 @@ def _ltr_data():
 
 def _lgmml_affinity(**params):
     """A small LGMMLAffinity (6 items of the base matrix, content = the first 6 rows of the labels data)."""
-    from recsys_ltr.ltr import LGMML
-    from recsys_ltr.neighbors import LGMMLAffinity
+    from recsys_ltr.ltr import LGMML, LGMMLAffinity
 
-    ranker = LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1)
+    ranker = LGMML(n_metrics=2, queries_per_metric=2, iterations=1)
     base = {"k": 2, "n_candidates": 3, "n_components": 2, "lgmml": ranker, "random_state": 0, "num_threads": 1}
     return LGMMLAffinity(**{**base, **params})
 
@@ -1135,7 +1137,7 @@ def param_targets() -> dict:
     """name -> (run(params) -> answer, {parameter: domain}): every estimator and parametrised
     function, fitted or called on small fixed data."""
     from recsys_ltr import Interactions, split
-    from recsys_ltr.febr import FEBR
+    from recsys_ltr.febr import AffinityFEBR
     from recsys_ltr.ltr import LGMML
     from recsys_ltr.metric_learning import FRML, GMML
     from recsys_ltr.metrics import evaluate
@@ -1187,22 +1189,22 @@ def param_targets() -> dict:
             tol=real(0),
         ),
         "RP3beta": recommender(RP3beta, {"k": 2, "num_threads": 1}, k=k_item, alpha=real(0), beta=real(0)),
-        "EASE": recommender(EASE, {"num_threads": 1}, lam=real(0, lo_open=True), max_items=integer()),
+        "EASE": recommender(EASE, {"num_threads": 1}, regularization=real(0, lo_open=True), max_items=integer()),
         "ALS": recommender(
             ALS, {"factors": 2, "iterations": 1, "num_threads": 1}, alpha=real(0, lo_open=True), **implicit
         ),
         "BPR": recommender(
             BPR, {"factors": 2, "iterations": 1, "num_threads": 1}, learning_rate=real(0, lo_open=True), **implicit
         ),
-        "FEBR": recommender(
-            FEBR,
-            {**PAPER, "k": 2, "iterations": 40, "eval_every": 20, "num_threads": 1, "random_state": 0},
+        "AffinityFEBR": recommender(
+            AffinityFEBR,
+            {**PAPER, "k": 2, "max_iter": 40, "eval_every": 20, "num_threads": 1, "random_state": 0},
             affinity=choice("cosine", "kunn", "slim", "rp3beta"),
             side=choice("item", "user", "both"),
             k=k_item,
-            lam=real(0),
+            regularization=real(0),
             learning_rate=real(0, lo_open=True),
-            iterations=integer(0, cost=True),
+            max_iter=integer(0, cost=True),
             gamma=integer(),
             beta=optional(integer()),
             eval_every=integer(),
@@ -1224,7 +1226,7 @@ def param_targets() -> dict:
                 "loss": choice("reciprocal", "pak", "uniform"),
                 "beta": optional(integer()),
                 "kappa": optional(real(0, 1, lo_open=True)),
-                "lam": real(0),
+                "regularization": real(0),
                 "learning_rate": real(0, lo_open=True),
                 "batch_size": integer(cost=True),
                 "max_iter": integer(0, cost=True),
@@ -1246,7 +1248,7 @@ def param_targets() -> dict:
         ),
         "LGMML": (
             lambda p: (
-                LGMML(**{"n_metrics": 2, "queries_per_metric": 2, "n_epochs": 1, "random_state": 0, **p})
+                LGMML(**{"n_metrics": 2, "queries_per_metric": 2, "iterations": 1, "random_state": 0, **p})
                 .fit(Xq, yq, qid)
                 .predict(Xq, qid)
             ),
@@ -1263,7 +1265,7 @@ def param_targets() -> dict:
                 "phi_init": real(0),
                 "learning_rate": real(0),
                 "margin": real(0),
-                "n_epochs": integer(0, cost=True),
+                "iterations": integer(0, cost=True),
                 "max_sampled": optional(integer()),
                 "num_threads": THREADS,
                 "random_state": SEED_OR_GENERATOR,
@@ -1419,7 +1421,7 @@ def file_models() -> dict:
     out["FRML"] = (lambda: FRML(max_iter=5, random_state=0, num_threads=1).fit(Xl, y=yl), lambda m: m.transform(Xl))
     out["GMML"] = (lambda: GMML(random_state=0).fit(Xl, yl), lambda m: m.transform(Xl))
     out["LGMML"] = (
-        lambda: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(Xq, yq, qid),
+        lambda: LGMML(n_metrics=2, queries_per_metric=2, iterations=1, random_state=0).fit(Xq, yq, qid),
         lambda m: m.predict(Xq, qid),
     )
     out["LGMMLAffinity"] = (
@@ -1632,7 +1634,9 @@ def _edit_param(params, pos, change):
 
 
 def _other_class(name, val):
-    others = sorted(set(model_factories()) - {"FEBRiu", name} | {"FRML", "GMML", "LGMML", "FEBR"} - {name})
+    others = sorted(
+        set(model_factories()) - {"AffinityFEBRiu", name} | {"FRML", "GMML", "LGMML", "AffinityFEBR"} - {name}
+    )
     return others[val % len(others)]
 
 
@@ -2188,7 +2192,7 @@ def _query_rankers() -> dict:
     """Small, seeded configurations of the listwise query-document learners."""
     from recsys_ltr.ltr import RPCMTL, LambdaMART, ListMLE, ListNet
 
-    few = dict(n_epochs=2, random_state=0)
+    few = dict(iterations=2, random_state=0)
     out = {"ListMLE": lambda: ListMLE(**few), "ListNet": lambda: ListNet(**few),
            "RPCMTL": lambda: RPCMTL(n_clusters=2, max_iter=5, kappa1=1, kappa2=2, **few)}  # fmt: skip
     try:
@@ -2231,7 +2235,7 @@ def array_targets() -> dict:
         "average_precision": ({"y": (y_int, "labels"), "scores": (s, "scores"), "qid": (qid, "qid")},
                               average_precision, _ap_brute),
         "LGMML": ({"X": (Xq, "features"), "y": (y_int, "labels"), "qid": (qid, "qid")},
-                  lambda X, y, qid: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0)
+                  lambda X, y, qid: LGMML(n_metrics=2, queries_per_metric=2, iterations=1, random_state=0)
                   .fit(X, y, qid).predict(X, qid), None),
         **{name: ({"X": (Xq, "features"), "y": (y_int, "labels"), "qid": (qid, "qid")},
                   lambda X, y, qid, make=make: make().fit(X, y, qid).predict(X, qid), None)

@@ -147,8 +147,8 @@ def synthetic_split(n_users, n_items, seed):
     from recsys_ltr import split
     from recsys_ltr.datasets import make_synthetic
 
-    X = make_synthetic(n_users=n_users, n_items=n_items, factor_scale=3.0, seed=seed).matrix
-    return (X, *next(split.folds(X, n_folds=1, seed=0)))
+    X = make_synthetic(n_users=n_users, n_items=n_items, factor_scale=3.0, random_state=seed).matrix
+    return (X, *next(split.folds(X, n_folds=1, random_state=0)))
 
 
 def rewrite_header(src, dst, old, new):

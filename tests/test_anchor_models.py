@@ -30,7 +30,7 @@ FACTOR_MODELS = [ALS, BPR, lightfm_param]
 SMALL = {
     ALS: dict(factors=6, iterations=5),
     BPR: dict(factors=6, iterations=10),
-    LightFMWARP: dict(no_components=6, epochs=5),
+    LightFMWARP: dict(factors=6, iterations=5),
 }
 
 
@@ -111,7 +111,7 @@ def test_lightfm_scores_are_lightfm_predict():
     from lightfm import LightFM
 
     D = random_matrix(8)
-    model = LightFMWARP(no_components=5, epochs=4, random_state=0, num_threads=1).fit(D)
+    model = LightFMWARP(factors=5, iterations=4, random_state=0, num_threads=1).fit(D)
     # the same LightFM fit, seeded as the wrapper seeds it
     seed = int(np.random.default_rng(0).integers(2**31 - 1))
     ref = LightFM(no_components=5, loss="warp", random_state=np.random.RandomState(seed))
@@ -134,13 +134,13 @@ def test_lightfm_missing_module_raises_install_hint(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r'pip install "recsys-ltr\[lightfm\]"'):
-        LightFMWARP(no_components=2, epochs=1).fit(random_matrix(0))
+        LightFMWARP(factors=2, iterations=1).fit(random_matrix(0))
 
 
 @pytest.fixture(scope="module")
 def planted():
-    X = make_synthetic(500, 150, density=0.08, factor_scale=3.0, seed=0)
-    train, val, test = holdout(X, seed=0)
+    X = make_synthetic(500, 150, density=0.08, factor_scale=3.0, random_state=0)
+    train, val, test = holdout(X, random_state=0)
 
     def adg(model):
         return evaluate(model.fit(train), train, test, exclude=val, metrics=["ADG"])["ADG"]
@@ -151,10 +151,10 @@ def planted():
 @pytest.mark.parametrize(
     "model",
     [
-        EASE(lam=50.0),
+        EASE(regularization=50.0),
         ALS(factors=16, num_threads=1),
         BPR(factors=16, learning_rate=0.05, iterations=50, num_threads=1),
-        pytest.param(LightFMWARP(no_components=16, epochs=20, num_threads=1), marks=needs_lightfm),
+        pytest.param(LightFMWARP(factors=16, iterations=20, num_threads=1), marks=needs_lightfm),
     ],
     ids=lambda m: type(m).__name__,
 )
@@ -185,11 +185,11 @@ BAD_PARAMS = [
     (BPR, "regularization", np.nan, ValueError),
     (BPR, "factors", True, TypeError),
     (BPR, "show_progress", "yes", TypeError),
-    (LightFMWARP, "no_components", 0, ValueError),
+    (LightFMWARP, "factors", 0, ValueError),
     (LightFMWARP, "max_sampled", 0, ValueError),
-    (LightFMWARP, "epochs", 0, ValueError),
-    (LightFMWARP, "item_alpha", -1e-3, ValueError),
-    (LightFMWARP, "user_alpha", np.inf, ValueError),
+    (LightFMWARP, "iterations", 0, ValueError),
+    (LightFMWARP, "regularization", -1e-3, ValueError),
+    (LightFMWARP, "regularization", np.inf, ValueError),
     (LightFMWARP, "learning_rate", -0.1, ValueError),
 ]
 
@@ -265,10 +265,10 @@ def test_recommend_of_factor_models_ranks_tiles_like_brute_force(seed, tile_floa
 @pytest.mark.parametrize(
     "model",
     [
-        EASE(lam=20.0),
+        EASE(regularization=20.0),
         ALS(factors=4, iterations=3),
         BPR(factors=4, iterations=5),
-        pytest.param(LightFMWARP(no_components=4, epochs=2), marks=needs_lightfm),
+        pytest.param(LightFMWARP(factors=4, iterations=2), marks=needs_lightfm),
     ],
     ids=lambda m: type(m).__name__,
 )
@@ -290,21 +290,23 @@ def test_load_rejects_wrong_factor_shapes(tmp_path):
     model.save(tmp_path / "bad")
     with pytest.raises(ValueError, match=r"item_factors_ must be a dense float array of shape \(20, 4\)"):
         ALS.load(tmp_path / "bad")
-    ease = EASE(lam=1.0).fit(random_matrix(0))
+    ease = EASE(regularization=1.0).fit(random_matrix(0))
     ease.B_ = ease.B_[:5]
     ease.save(tmp_path / "bad_ease")
     with pytest.raises(ValueError, match="B_ must be a dense float array"):
         EASE.load(tmp_path / "bad_ease")
 
 
-@pytest.mark.parametrize("model", [EASE(lam=5.0), ALS(factors=4, iterations=2)], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "model", [EASE(regularization=5.0), ALS(factors=4, iterations=2)], ids=lambda m: type(m).__name__
+)
 def test_similar_items_same_in_small_chunks(monkeypatch, model):
-    import recsys_ltr._topk as topk
+    from recsys_ltr import _memory
 
     model.fit(random_matrix(12))
     items = np.arange(20)
     whole = model.similar_items(items, N=5)
-    monkeypatch.setattr(topk, "BLOCK_FLOATS", 45)  # 2 items per chunk
+    monkeypatch.setattr(_memory, "BLOCK_BYTES", 8 * 45)  # 2 items per chunk
     chunked = model.similar_items(items, N=5)
     for a, b in zip(whole, chunked):
         np.testing.assert_array_equal(a, b)

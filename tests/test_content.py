@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import recsys_ltr._topk as topk
+from recsys_ltr import _memory
 from recsys_ltr.metric_learning.frml import FRML
 from recsys_ltr.models.content import ContentItemKNN
 from recsys_ltr.neighbors.affinity import Affinity
@@ -97,7 +97,7 @@ def test_affinity_equals_brute_force_with_ties(seed, n, d, k, sparse, zero_rows)
 def test_blocks_do_not_change_the_result(monkeypatch):
     F = small_content(1, 40, 3, zero_rows=3)
     whole = ContentAffinity(k=7).fit(F).affinity_.matrix
-    monkeypatch.setattr(topk, "BLOCK_FLOATS", 40 * 3)  # blocks of 3 rows
+    monkeypatch.setattr(_memory, "BLOCK_BYTES", 8 * 40 * 3)  # blocks of 3 rows
     blocked = ContentAffinity(k=7).fit(F).affinity_.matrix
     assert (whole != blocked).nnz == 0 and np.array_equal(whole.indices, blocked.indices)
 
@@ -196,13 +196,13 @@ def test_save_load_and_with_k(tmp_path):
 
 
 def test_usable_as_febr_affinity():
-    from recsys_ltr.models import FEBR
+    from recsys_ltr.febr import AffinityFEBR
 
     F = small_content(6, 20, 4, zero_rows=0)
     X = feedback(6, 15, 20, cold=(3,))
     A = ContentAffinity(k=5).fit(F).affinity_
-    febr = FEBR(
-        bases=None, affinity=A, holdout=0.0, validation_fraction=0.0, k=5, iterations=0, random_state=0, num_threads=1
+    febr = AffinityFEBR(
+        affinity=A, holdout=0.0, validation_fraction=0.0, k=5, max_iter=0, random_state=0, num_threads=1
     ).fit(X)
     # init="sum", no training: the item sum feature ranks like item-p (Theorem 4.3)
     item_p = ContentItemKNN(A, k=5).fit(X).score(np.arange(15))

@@ -11,8 +11,9 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
+from recsys_ltr.febr import FEBR, AffinityFEBR
 from recsys_ltr.metric_learning import FRML, GMML, MLR, RMLR
-from recsys_ltr.models import ALS, BPR, EASE, FEBR, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+from recsys_ltr.models import ALS, BPR, EASE, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
 MODELS = [
     Popularity(),
@@ -21,10 +22,11 @@ MODELS = [
     KUNN(k=5),
     SLIM(k=5),
     RP3beta(k=5),
-    EASE(lam=10.0),
+    EASE(regularization=10.0),
     ALS(factors=4, iterations=2),
     BPR(factors=4, iterations=5),
-    FEBR(k=5, iterations=2000, eval_every=1000, random_state=0, num_threads=1),
+    FEBR(max_iter=2000, eval_every=1000, random_state=0, num_threads=1),
+    AffinityFEBR(k=5, max_iter=2000, eval_every=1000, random_state=0, num_threads=1),
 ]
 IDS = [type(m).__name__ for m in MODELS]
 
@@ -39,8 +41,8 @@ def X():
     [
         GMML(),
         FRML(max_iter=20, num_threads=1, random_state=0),
-        MLR(max_rounds=20, num_threads=1),
-        RMLR(max_rounds=20, num_threads=1),
+        MLR(max_iter=20, num_threads=1),
+        RMLR(max_iter=20, num_threads=1),
     ],
     ids=lambda e: type(e).__name__,
 )
@@ -102,7 +104,8 @@ def test_set_params_after_fit_changes_nothing_and_files_round_trip(model, X, tmp
     m = clone(model).fit(X)
     before = m.recommend(np.arange(10), N=5)
     first = next(iter(m.get_params()))
-    changed = {"k": 2} if "k" in m.get_params() else {"num_threads": 1}
+    # a parameter the model reads when it answers (FEBR's head size; a neighbourhood's k)
+    changed = {"candidates": 2} if isinstance(m, FEBR) else {"k": 2} if "k" in m.get_params() else {"num_threads": 1}
     m.set_params(**changed)
     after = m.recommend(np.arange(10), N=5)
     np.testing.assert_array_equal(before[0], after[0])
@@ -138,12 +141,12 @@ def _ltr_estimators():
 
     trees = dict(n_estimators=8, num_leaves=4, min_child_samples=3, random_state=0)
     return [
-        LGMML(n_metrics=2, queries_per_metric=3, n_epochs=1, random_state=0),
-        ListMLE(n_epochs=2, random_state=0),
-        ListNet(n_epochs=2, random_state=0),
-        RPCMTL(n_clusters=2, n_epochs=2, random_state=0),
+        LGMML(n_metrics=2, queries_per_metric=3, iterations=1, random_state=0),
+        ListMLE(iterations=2, random_state=0),
+        ListNet(iterations=2, random_state=0),
+        RPCMTL(n_clusters=2, iterations=2, random_state=0),
         LambdaMART(**trees),
-        RankBlend([ListMLE(n_epochs=2, random_state=0), LambdaMART(**trees)], weights=[1.0, 3.0]),
+        RankBlend([ListMLE(iterations=2, random_state=0), LambdaMART(**trees)], weights=[1.0, 3.0]),
     ]
 
 

@@ -492,19 +492,25 @@ def test_real_ltr_checksums(name):
 
 # ---------------------------------------------------------------------- synthetic generator
 def test_synthetic_shape_guarantees_and_reproducibility():
-    a = make_synthetic(n_users=300, n_items=200, density=0.03, seed=5)
-    b = make_synthetic(n_users=300, n_items=200, density=0.03, seed=5)
-    c = make_synthetic(n_users=300, n_items=200, density=0.03, seed=6)
+    a = make_synthetic(n_users=300, n_items=200, density=0.03, random_state=5)
+    b = make_synthetic(n_users=300, n_items=200, density=0.03, random_state=5)
+    c = make_synthetic(n_users=300, n_items=200, density=0.03, random_state=6)
     assert isinstance(a, Interactions) and a.shape == (300, 200)
     assert (a.matrix != b.matrix).nnz == 0 and (a.matrix != c.matrix).nnz > 0
     assert a.user_activity.min() >= 1 and a.item_popularity.min() >= 1
     assert 0.02 < a.nnz / (300 * 200) < 0.045
-    split.holdout(a, seed=0)  # usable as is
+    split.holdout(a, random_state=0)  # usable as is
 
 
 def test_synthetic_popularity_follows_planted_power_law():
     data, params = make_synthetic(
-        n_users=2000, n_items=300, n_factors=4, popularity_exponent=1.0, factor_scale=0.5, seed=1, return_params=True
+        n_users=2000,
+        n_items=300,
+        n_factors=4,
+        popularity_exponent=1.0,
+        factor_scale=0.5,
+        random_state=1,
+        return_params=True,
     )
     pop = data.item_popularity.astype(float)
     # rank correlation between the planted bias and the observed popularity
@@ -512,13 +518,19 @@ def test_synthetic_popularity_follows_planted_power_law():
     assert r > 0.9
     top = np.sort(pop)[::-1]
     assert top[:10].sum() > 5 * top[-100:].sum() / 10  # heavy head: top-10 >> 10 tail items
-    flat = make_synthetic(n_users=2000, n_items=300, popularity_exponent=0.0, factor_scale=0.0, seed=1)
+    flat = make_synthetic(n_users=2000, n_items=300, popularity_exponent=0.0, factor_scale=0.0, random_state=1)
     assert flat.item_popularity.max() < 3 * flat.item_popularity.mean()
 
 
 def test_synthetic_has_latent_structure():
     data, params = make_synthetic(
-        n_users=500, n_items=200, n_factors=4, popularity_exponent=0.0, factor_scale=2.0, seed=2, return_params=True
+        n_users=500,
+        n_items=200,
+        n_factors=4,
+        popularity_exponent=0.0,
+        factor_scale=2.0,
+        random_state=2,
+        return_params=True,
     )
     P, Q = params["user_factors"], params["item_factors"]
     coo = data.matrix.tocoo()
@@ -529,11 +541,11 @@ def test_synthetic_has_latent_structure():
 
 
 def test_synthetic_edge_sizes_and_batches():
-    tiny = make_synthetic(n_users=3, n_items=50, density=0.01, seed=0)
+    tiny = make_synthetic(n_users=3, n_items=50, density=0.01, random_state=0)
     assert tiny.user_activity.min() >= 1 and tiny.item_popularity.min() >= 1  # all items covered
-    dense = make_synthetic(n_users=20, n_items=5, density=1.0, activity_sigma=0.0, seed=0)
+    dense = make_synthetic(n_users=20, n_items=5, density=1.0, activity_sigma=0.0, random_state=0)
     assert dense.nnz == 100
-    wide = make_synthetic(n_users=30, n_items=100_000, density=1e-5, n_factors=2, seed=0)
+    wide = make_synthetic(n_users=30, n_items=100_000, density=1e-5, n_factors=2, random_state=0)
     assert wide.shape == (30, 100_000) and wide.item_popularity.min() >= 1
 
 
@@ -547,7 +559,7 @@ def test_synthetic_edge_sizes_and_batches():
         ({"popularity_exponent": -1.0}, ValueError, "popularity_exponent"),
         ({"factor_scale": float("nan")}, ValueError, "factor_scale"),
         ({"n_factors": -1}, ValueError, "n_factors"),
-        ({"seed": "s"}, TypeError, "^seed must be None"),
+        ({"random_state": "s"}, TypeError, "^random_state must be None"),
     ],
 )
 def test_synthetic_bad_parameters(kwargs, exc, match):

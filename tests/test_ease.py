@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy.linalg import get_lapack_funcs
 
 import recsys_ltr.models.ease as ease_module
+from recsys_ltr import _memory
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr.models import EASE
 from recsys_ltr.models._fsai import elimination_order, fsai_pattern_sizes
@@ -62,7 +63,7 @@ def cliques(seed, sizes, n_users=80):
 @given(seed=st.integers(0, 10_000), n_items=st.integers(2, 40), lam=st.floats(0.1, 1000.0))
 def test_dense_matches_brute_force_inverse(seed, n_items, lam):
     D = random_matrix(seed, n_users=25, n_items=n_items)
-    model = EASE(lam=lam, solver="dense").fit(D)
+    model = EASE(regularization=lam, solver="dense").fit(D)
     B = brute_ease(D, lam)
     assert model.solver_ == "dense" and model.B_.flags.c_contiguous
     np.testing.assert_allclose(model.B_, B, rtol=1e-8, atol=1e-10)
@@ -73,7 +74,7 @@ def test_dense_matches_brute_force_inverse(seed, n_items, lam):
 
 def test_dense_large_catalogue_exercises_blocks():
     D = random_matrix(1, n_users=60, n_items=1100, density=0.02)  # 5 panels, 2 symmetrisation blocks
-    model = EASE(lam=5.0, solver="dense", num_threads=2).fit(D)
+    model = EASE(regularization=5.0, solver="dense", num_threads=2).fit(D)
     np.testing.assert_allclose(model.B_, brute_ease(D, 5.0), rtol=1e-7, atol=1e-10)
 
 
@@ -82,7 +83,7 @@ def test_hand_computed():
     # B_01 = -P_01 / P_11 = 1/3, B_10 = -P_10 / P_00 = 1/2
     D = np.array([[1.0, 1.0], [1.0, 0.0]])
     for solver in ("dense", "sparse"):  # two items: the sparse pattern is complete
-        model = EASE(lam=1.0, solver=solver).fit(D)
+        model = EASE(regularization=1.0, solver=solver).fit(D)
         np.testing.assert_allclose(model.score([0, 1]), [[1 / 2, 1 / 3], [0.0, 1 / 3]], atol=1e-12)
         ids, scores = model.recommend(1, N=5)
         assert ids.tolist() == [1] and scores.tolist() == pytest.approx([1 / 3])
@@ -130,7 +131,7 @@ def test_blocked_inverse_errors():
 def test_sparse_is_exact_with_a_complete_pattern(seed, n_items, lam):
     D = random_matrix(seed, n_items=n_items)
     D[0] = 1  # every pair of items co-occurs: row i's pattern is every earlier item
-    model = EASE(lam=lam, solver="sparse", k=n_items).fit(D)
+    model = EASE(regularization=lam, solver="sparse", k=n_items).fit(D)
     assert model.solver_ == "sparse"
     B = brute_ease(D, lam)
     np.testing.assert_allclose(sparse_weights(model), B, rtol=1e-8, atol=1e-10)
@@ -139,7 +140,7 @@ def test_sparse_is_exact_with_a_complete_pattern(seed, n_items, lam):
 
 def test_sparse_is_exact_on_dense_blocks_within_k():
     D = cliques(0, [4, 6, 3, 5])
-    model = EASE(lam=3.0, solver="sparse", k=5).fit(D)  # rows hold at most 5 earlier items
+    model = EASE(regularization=3.0, solver="sparse", k=5).fit(D)  # rows hold at most 5 earlier items
     np.testing.assert_allclose(sparse_weights(model), brute_ease(D, 3.0), rtol=1e-8, atol=1e-12)
     assert model.factor_.nnz == sum(s * (s + 1) // 2 for s in (4, 6, 3, 5))  # no weight across blocks
 
@@ -151,7 +152,7 @@ def test_sparse_pattern_and_convergence_to_the_dense_solve():
     dense = brute_ease(D, 10.0)
     errors, diagonals = [], []
     for k in (1, 3, 10, 39):
-        model = EASE(lam=10.0, solver="sparse", k=k).fit(D)
+        model = EASE(regularization=10.0, solver="sparse", k=k).fit(D)
         for i in range(40):  # row i: i and its k earlier items of largest co-occurrence (ties by id)
             earlier = [j for j in np.flatnonzero(G[i]) if rank[j] < rank[i]]
             best = sorted(earlier, key=lambda j: (-G[i, j], j))[:k]
@@ -167,7 +168,7 @@ def test_sparse_pattern_and_convergence_to_the_dense_solve():
 
 def test_sparse_recommend_and_similar_items_match_the_weights():
     D = random_matrix(6, n_users=40, n_items=25)
-    model = EASE(lam=2.0, solver="sparse", k=4).fit(D)
+    model = EASE(regularization=2.0, solver="sparse", k=4).fit(D)
     B = sparse_weights(model)
     users = np.arange(10)
     np.testing.assert_allclose(model.score(users), D[users] @ B, rtol=1e-10, atol=1e-12)
@@ -208,37 +209,39 @@ def test_fsai_pattern_sizes_count_earlier_neighbours(seed):
 # ---------------------------------------------------------------- solver choice
 def test_auto_takes_the_dense_solve_up_to_dense_max_items():
     D = random_matrix(0, n_items=30)
-    assert EASE(lam=5.0).fit(D).solver_ == "dense"
-    assert EASE(lam=5.0, dense_max_items=29).fit(D).solver_ == "sparse"
+    assert EASE(regularization=5.0).fit(D).solver_ == "dense"
+    assert EASE(regularization=5.0, dense_max_items=29).fit(D).solver_ == "sparse"
 
 
 def test_solver_choice_under_a_tiny_memory_limit():
     D = random_matrix(0, n_items=100, n_users=200, density=0.05)  # dense 80 kB, sparse k=3 16 kB
     with pytest.warns(RuntimeWarning, match=r"dense solve of 100 items needs 80 kB but 40 kB"):
-        assert EASE(lam=5.0, k=3, memory_limit=40_000).fit(D).solver_ == "sparse"
+        assert EASE(regularization=5.0, k=3, memory_limit=40_000).fit(D).solver_ == "sparse"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # asked for: no warning
-        assert EASE(lam=5.0, k=3, solver="sparse", memory_limit=40_000).fit(D).solver_ == "sparse"
-        assert EASE(lam=5.0, k=3, memory_limit=80_000).fit(D).solver_ == "dense"
+        assert EASE(regularization=5.0, k=3, solver="sparse", memory_limit=40_000).fit(D).solver_ == "sparse"
+        assert EASE(regularization=5.0, k=3, memory_limit=80_000).fit(D).solver_ == "dense"
     with pytest.raises(MemoryError, match=r"dense solve of 100 items needs 80 kB but 40 kB.*solver='sparse'"):
-        EASE(lam=5.0, solver="dense", memory_limit=40_000).fit(D)
+        EASE(regularization=5.0, solver="dense", memory_limit=40_000).fit(D)
     with pytest.raises(MemoryError, match=r"sparse solve of 100 items with k=3 needs about 16 kB but 10 kB.*lower k"):
-        EASE(lam=5.0, k=3, memory_limit=10_000).fit(D)
+        EASE(regularization=5.0, k=3, memory_limit=10_000).fit(D)
 
 
 def test_solver_choice_reads_the_available_memory(monkeypatch):
     D = random_matrix(0, n_items=100, n_users=200, density=0.05)
-    monkeypatch.setattr(ease_module, "available_memory", lambda: 40_000)
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 40_000)
     with pytest.warns(RuntimeWarning, match="40 kB can be allocated"):
-        assert EASE(lam=5.0, k=3).fit(D).solver_ == "sparse"
+        assert EASE(regularization=5.0, k=3).fit(D).solver_ == "sparse"
     with pytest.warns(RuntimeWarning):
-        assert EASE(lam=5.0, k=3, memory_limit=10**12).fit(D).solver_ == "sparse"  # a limit never adds memory
-    monkeypatch.setattr(ease_module, "available_memory", lambda: None)  # unknown: no check
-    assert EASE(lam=5.0, solver="dense", k=3).fit(D).solver_ == "dense"
+        assert (
+            EASE(regularization=5.0, k=3, memory_limit=10**12).fit(D).solver_ == "sparse"
+        )  # a limit never adds memory
+    monkeypatch.setattr(_memory, "available_bytes", lambda: None)  # unknown: no check
+    assert EASE(regularization=5.0, solver="dense", k=3).fit(D).solver_ == "dense"
 
 
 def test_available_memory_is_positive_on_linux():
-    room = ease_module.available_memory()
+    room = _memory.available_bytes()
     with open("/proc/meminfo") as f:
         total = int(next(line for line in f if line.startswith("MemTotal:")).split()[1]) * 1024
     assert room is not None and 0 < room <= total
@@ -248,10 +251,10 @@ def test_available_memory_is_positive_on_linux():
 @pytest.mark.parametrize("solver, unit", [("dense", "GFlop"), ("sparse", "item")])
 def test_progress_bar_over_the_solve(capsys, solver, unit):
     D = random_matrix(0)
-    EASE(lam=5.0, solver=solver, show_progress=True).fit(D)
+    EASE(regularization=5.0, solver=solver, show_progress=True).fit(D)
     err = capsys.readouterr().err
     assert f"EASE {solver} inverse" in err and "100%" in err and unit in err
-    EASE(lam=5.0, solver=solver, show_progress=False).fit(D)
+    EASE(regularization=5.0, solver=solver, show_progress=False).fit(D)
     assert capsys.readouterr().err == ""
 
 
@@ -273,10 +276,10 @@ def test_show_progress_none_follows_the_terminal(monkeypatch):
 
 
 BAD_PARAMS = [
-    ("lam", 0.0, ValueError),
-    ("lam", -1.0, ValueError),
-    ("lam", np.inf, ValueError),
-    ("lam", "big", TypeError),
+    ("regularization", 0.0, ValueError),
+    ("regularization", -1.0, ValueError),
+    ("regularization", np.inf, ValueError),
+    ("regularization", "big", TypeError),
     ("solver", "lapack", ValueError),
     ("k", 0, ValueError),
     ("k", 2.5, TypeError),
@@ -297,7 +300,7 @@ def test_bad_params_raise_naming_the_parameter(name, value, error):
 def test_new_user_scored_without_refit():
     D = random_matrix(3)
     for solver in ("dense", "sparse"):
-        model = EASE(lam=10.0, solver=solver, k=3).fit(D)
+        model = EASE(regularization=10.0, solver=solver, k=3).fit(D)
         ids_new, scores_new = model.recommend(1000, user_items=sp.csr_matrix(D[[4]]), N=5)
         ids_old, scores_old = model.recommend(4, N=5)
         assert ids_new.tolist() == ids_old.tolist()
@@ -307,7 +310,7 @@ def test_new_user_scored_without_refit():
 @pytest.mark.parametrize("solver", ["dense", "sparse"])
 def test_save_load_round_trip(tmp_path, solver):
     D = random_matrix(9)
-    model = EASE(lam=20.0, solver="auto" if solver == "dense" else solver, k=4, num_threads=1).fit(D)
+    model = EASE(regularization=20.0, solver="auto" if solver == "dense" else solver, k=4, num_threads=1).fit(D)
     model.save(tmp_path / "m")
     loaded = EASE.load(tmp_path / "m.npz")
     assert loaded.solver_ == solver and loaded.get_params() == model.get_params()
@@ -320,7 +323,7 @@ def test_save_load_round_trip(tmp_path, solver):
 
 def test_load_makes_a_fortran_ordered_B_row_major(tmp_path):
     D = random_matrix(9)
-    model = EASE(lam=20.0).fit(D)
+    model = EASE(regularization=20.0).fit(D)
     expected = model.score(np.arange(30))
     model.B_ = np.asfortranarray(model.B_)  # as written by earlier versions
     model.save(tmp_path / "f")
@@ -338,7 +341,7 @@ def test_load_makes_a_fortran_ordered_B_row_major(tmp_path):
     ],
 )
 def test_load_rejects_a_malformed_factor(tmp_path, corrupt, message):
-    model = EASE(lam=5.0, solver="sparse", k=3).fit(random_matrix(0))
+    model = EASE(regularization=5.0, solver="sparse", k=3).fit(random_matrix(0))
     model.factor_ = corrupt(model.factor_)
     model.save(tmp_path / "bad")
     with pytest.raises(ValueError, match=message):
@@ -347,7 +350,7 @@ def test_load_rejects_a_malformed_factor(tmp_path, corrupt, message):
 
 @pytest.mark.parametrize("both", [True, False])
 def test_load_rejects_both_or_neither_weights(tmp_path, both):
-    model = EASE(lam=5.0, solver="sparse", k=3).fit(random_matrix(0))
+    model = EASE(regularization=5.0, solver="sparse", k=3).fit(random_matrix(0))
     model.B_ = np.zeros((20, 20)) if both else None
     model.factor_ = model.factor_ if both else None
     model.save(tmp_path / "bad")

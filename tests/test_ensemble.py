@@ -90,7 +90,7 @@ def test_blend_chooses_weights_on_eval_set():
 def test_blend_of_learners_is_reproducible_and_clones_members():
     X, y, qid = ltr_data(seed=23)
     Xv, yv, qv = ltr_data(seed=24)
-    members = [ListMLE(n_epochs=3, random_state=0), ListNet(n_epochs=3, random_state=0)]
+    members = [ListMLE(iterations=3, random_state=0), ListNet(iterations=3, random_state=0)]
     a = RankBlend(members).fit(X, y, qid, eval_set=(Xv, yv, qv))
     b = clone(a).fit(X, y, qid, eval_set=(Xv, yv, qv))
     np.testing.assert_array_equal(a.predict(Xv, qv), b.predict(Xv, qv))

@@ -13,6 +13,7 @@ from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.methods import METHODS, Method, get_method
 from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
 from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
+from recsys_ltr.febr import dissertation as febr_dissertation
 from recsys_ltr.febr import model as febr_model
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
@@ -20,7 +21,7 @@ METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
 @pytest.fixture(scope="module")
 def small():
-    return make_synthetic(n_users=200, n_items=120, factor_scale=3.0, seed=5).matrix
+    return make_synthetic(n_users=200, n_items=120, factor_scale=3.0, random_state=5).matrix
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -96,17 +97,17 @@ def test_runner_picks_setting_on_validation(small):
 
 def test_febr_gets_the_validation_matrix(small, monkeypatch):
     seen = []
-    original = febr_model.evaluate_checked
+    original = febr_dissertation.evaluate_trusted
 
     def spy(score, X, validation, *args, **kwargs):
         seen.append(validation.nnz)
         return original(score, X, validation, *args, **kwargs)
 
-    monkeypatch.setattr(febr_model, "evaluate_checked", spy)
+    monkeypatch.setattr(febr_dissertation, "evaluate_trusted", spy)
     (res,) = run_experiment(small, ["FEBRi-cos"], folds=1, show_progress=False).results
     _, val, _ = next(split.folds(small, 1))
     assert seen and set(seen) == {val.nnz}  # early stopping evaluated on the fold's validation positives
-    assert res.params["k"] in (50, 100) and res.params["lam"] in (1e-3, 1e-2)
+    assert res.params["k"] in (50, 100) and res.params["regularization"] in (1e-3, 1e-2)
 
 
 def test_bad_arguments(small):
@@ -157,7 +158,7 @@ def test_env_data_dir_without_the_default_set_raises(tmp_path, monkeypatch, caps
 
 
 def test_runner_folds_are_split_folds(monkeypatch):
-    X = make_synthetic(n_users=60, n_items=40, seed=4).matrix
+    X = make_synthetic(n_users=60, n_items=40, random_state=4).matrix
     seen = []
 
     def fake(name, fold, tr, va, te, **kw):
@@ -165,8 +166,8 @@ def test_runner_folds_are_split_folds(monkeypatch):
         return _result(name, fold, 0.0)
 
     monkeypatch.setattr(runner, "run_unit", fake)
-    run_experiment(X, ["popularity"], folds=2, seed=7, show_progress=False)
-    for got, want in zip(seen, split.folds(X, n_folds=2, seed=7), strict=True):
+    run_experiment(X, ["popularity"], folds=2, random_state=7, show_progress=False)
+    for got, want in zip(seen, split.folds(X, n_folds=2, random_state=7), strict=True):
         for a, b in zip(got, want):
             assert (a != b).nnz == 0
 
@@ -428,8 +429,8 @@ def test_every_method_has_grids_per_budget():
             assert len(secondary) == len({json.dumps(s, sort_keys=True) for s in secondary})
     assert get_method("item-p").main_values("paper") == (10, 20, 50, 100, 200, 500, 1000)
     assert get_method("BPR").main_values("paper") == (5, 10, 20, 50, 100, 200)
-    assert get_method("FEBRi-SLIM").defaults("paper")["iterations"] == 2_000_000
-    assert {s["lam"] for s in get_method("FEBRu-KUNN").secondary["paper"]} == {1e-4, 1e-3, 1e-2, 1e-1}
+    assert get_method("FEBRi-SLIM").defaults("paper")["max_iter"] == 2_000_000
+    assert {s["regularization"] for s in get_method("FEBRu-KUNN").secondary["paper"]} == {1e-4, 1e-3, 1e-2, 1e-1}
     assert {s["l1"] for s in get_method("SLIM").secondary["paper"]} == {10.0, 1.0, 0.1}
     # the dissertation's a in {1, 0.1, 0.01, 0.001} is implicit's alpha = 1 + a (models.ALS)
     assert {round(s["alpha"] - 1, 12) for s in get_method("ALS").secondary["paper"]} == {1.0, 0.1, 0.01, 0.001}
@@ -622,7 +623,7 @@ def test_trial_log_is_dropped_when_the_unit_is_cached(small, tmp_path, capsys):
 def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monkeypatch):
     tiny = Method(
         "FEBR-tiny",
-        lambda **p: __import__("recsys_ltr").febr.FEBR(candidates=20, iterations=2000, eval_every=1000, **p),
+        lambda **p: __import__("recsys_ltr").febr.FEBR(candidates=20, max_iter=2000, eval_every=1000, **p),
         uses_validation=True,
         seeded=True,
         stack_on=("item-p", "user-p", "nope-skipped"),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 
-from recsys_ltr._validation import check_num_threads, numba_threads, task_threads
+from recsys_ltr._threads import check_num_threads, numba_threads, task_threads
 from recsys_ltr.eval.methods import METHODS, Method
 from recsys_ltr.eval.runner import run_experiment
 from recsys_ltr.executors import (
@@ -23,13 +23,12 @@ from recsys_ltr.executors import (
     SerialExecutor,
     check_executor,
     executor_scope,
-    febr_features,
     get_executor,
     map_user_blocks,
     recommend_all,
     serialized_bytes,
 )
-from recsys_ltr.febr import FEBR
+from recsys_ltr.febr import FEBR, AffinityFEBR, febr_features
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN, Popularity, UserKNN
 from recsys_ltr.neighbors import cosine_affinity
@@ -182,7 +181,7 @@ def user_sum(model, users):
 def stacked_febr(data):
     _, train, val, _ = data
     bases = [ItemKNN(k=15), UserKNN(k=15)]
-    kw = dict(candidates=12, iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    kw = dict(candidates=12, max_iter=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
     return FEBR(bases=bases, **kw).fit(train, validation=val)
 
 
@@ -222,13 +221,12 @@ def test_febr_features_are_the_heads_block_by_block(stacked_febr):
 
 def test_febr_features_of_the_dissertation_and_bad_input(data, stacked_febr):
     _, train, val, _ = data
-    kw = dict(iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
-    m = FEBR(bases=None, affinity="cosine", k=10, **kw).fit(train, validation=val)
+    kw = dict(max_iter=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    m = AffinityFEBR(affinity="cosine", k=10, **kw).fit(train, validation=val)
     blocks = list(febr_features(m, users=[5, 3, 8], batch_size=2))
     assert [b.tolist() for b, _ in blocks] == [[5, 3], [8]]
     np.testing.assert_array_equal(np.concatenate([f for _, f in blocks]), m.transform([5, 3, 8]))
-    with pytest.raises(ValueError, match="head_features gives stacked features"):
-        m.head_features([0])
+    assert not hasattr(m, "head_features")  # stacked FEBR's
     with pytest.raises(TypeError, match="model must be a fitted FEBR"):
         febr_features(Popularity().fit(train))
     with pytest.raises(ValueError, match="out of range|users"):

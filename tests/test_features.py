@@ -84,7 +84,7 @@ def test_features_match_literal(seed, m, n, side, kind, k, bitset):
     D = random_feedback(rng, m, n, 0.35)
     with pytest.MonkeyPatch.context() as patch:
         if not bitset:  # force the binary-search path
-            patch.setattr("recsys_ltr.febr.features._BITSET_BYTES", -1)
+            patch.setattr("recsys_ltr._memory.MATRIX_BYTES", -1)
         fe, item, user = extractor_for(D, k, side, kind, rng)
     assert (fe.state[9].size > 0) == bitset
     expected = literal_features(D, k, item, user)

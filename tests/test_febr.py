@@ -1,4 +1,4 @@
-"""FEBR model: training on a planted problem, reproducibility, scoring paths, fold-in, save/load,
+"""The dissertation's FEBR (AffinityFEBR): training on a planted problem, reproducibility, scoring paths, fold-in, save/load,
 bad inputs."""
 
 import numpy as np
@@ -8,12 +8,13 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from test_knn import random_feedback
 
+from recsys_ltr.febr import FEBR, AffinityFEBR
+from recsys_ltr.febr.dissertation import _febr_score, _febr_update
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
-from recsys_ltr.febr.model import FEBR, _febr_score, _febr_update, _validation_users
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models.base import Recommender
 from recsys_ltr.neighbors import cosine_affinity
-from recsys_ltr.split import holdout
+from recsys_ltr.split import holdout, sample_users
 from recsys_ltr.warp import WarpSampler
 
 pytestmark = pytest.mark.kernels
@@ -30,16 +31,18 @@ def block_feedback(n_groups=4, users=60, items=25, p_in=0.3, p_out=0.02, seed=0)
 
 @pytest.fixture(scope="module")
 def planted():
-    return holdout(block_feedback(), val=0.2, test=0.2, seed=0)
+    return holdout(block_feedback(), val=0.2, test=0.2, random_state=0)
 
 
 #: the dissertation's FEBR (aggregate features, training on X itself, no carved validation)
-PAPER = dict(bases=None, affinity="cosine", holdout=0.0, validation_fraction=0.0)
+PAPER = dict(affinity="cosine", holdout=0.0, validation_fraction=0.0)
 
 
 def small(**kw):
-    params = dict(k=10, iterations=6000, eval_every=1500, learning_rate=0.01, lam=1e-4, random_state=0, num_threads=1)
-    return FEBR(**{**PAPER, **params, **kw})
+    params = dict(
+        k=10, max_iter=6000, eval_every=1500, learning_rate=0.01, regularization=1e-4, random_state=0, num_threads=1
+    )
+    return AffinityFEBR(**{**PAPER, **params, **kw})
 
 
 def objective(model, train, theta, n=20_000):
@@ -49,12 +52,12 @@ def objective(model, train, theta, n=20_000):
         theta.copy(),
         model.feature_mean_,
         1 / model.feature_scale_,
-        np.array([model.lam, 0.0]),
+        np.array([model.regularization, 0.0]),
         np.zeros(1),
     )
     sampler = WarpSampler(train, loss="adg", normalize=False, gamma=model.gamma, random_state=5)
     sampler.sgd(state, _febr_score, _febr_update, n, 0.0, rows={0: "query"})
-    return state[-1][0] / n + model.lam * theta @ theta
+    return state[-1][0] / n + model.regularization * theta @ theta
 
 
 def test_planted_objective_falls_and_validation_adg_rises(planted):
@@ -85,7 +88,7 @@ def test_label_holdout_trains_on_the_feature_part(planted):
 
     train, val, _ = planted
     model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
-    F, L, _ = holdout(train, val=0.25, test=0.0, seed=0)
+    F, L, _ = holdout(train, val=0.25, test=0.0, random_state=0)
     extractor, mean, scale, positives, known = model._training_problem(train, np.random.default_rng(0))
     assert known == 1.0 and (positives != L).nnz == 0 and (extractor.X != F).nnz == 0
     np.testing.assert_allclose(mean, FeatureExtractor(F, 10, cosine_affinity(F, 10)).statistics()[0])
@@ -104,18 +107,18 @@ def test_label_holdout_trains_on_the_feature_part(planted):
 
 def test_validation_users_sample(planted):
     train, val, _ = planted
-    model = small(validation_users=30, iterations=1500).fit(train, validation=val)
-    users = _validation_users(val, 30, np.random.default_rng(0))  # the sample fit draws first
+    model = small(validation_users=30, max_iter=1500).fit(train, validation=val)
+    users = sample_users(val, 30, np.random.default_rng(0))  # the sample fit draws first
     assert len(users) == 30 and np.all(np.diff(users) > 0) and np.all(np.diff(val.indptr)[users] > 0)
     best = max(r["val_adg"] for r in model.history_)  # the kept theta
     assert best == pytest.approx(evaluate(model, train, val, users=users)["ADG"])
-    assert len(_validation_users(val, 10_000, np.random.default_rng(0))) == np.count_nonzero(np.diff(val.indptr))
+    assert len(sample_users(val, 10_000, np.random.default_rng(0))) == np.count_nonzero(np.diff(val.indptr))
 
 
 def test_gamma_beyond_catalogue_still_draws_once(planted):
     """Alg. 4.2 always draws at least once: beta_u = max(1, floor(N_u / gamma))."""
     train = planted[0]
-    model = small(gamma=10_000, iterations=500, eval_every=500, init="zeros", learning_rate=1e-12).fit(train)
+    model = small(gamma=10_000, max_iter=500, eval_every=500, init="zeros", learning_rate=1e-12).fit(train)
     record = model.history_[-1]
     assert record["draws"] == 500 and record["violators"] == 500  # theta ~ 0: the first draw violates
     assert np.any(model.coef_ != 0)
@@ -134,7 +137,7 @@ def test_seed_and_one_thread_reproduce_bit_for_bit(planted):
 @pytest.mark.parametrize("side", ["item", "user", "both"])
 def test_scores_agree_with_per_pair_scorer(planted, side):
     train = planted[0]
-    model = small(side=side, iterations=2000, affinity="kunn").fit(train)
+    model = small(side=side, max_iter=2000, affinity="kunn").fit(train)
     S = model.score(np.arange(15))
     state = (
         *model.extractor_.state,
@@ -156,7 +159,7 @@ def test_init_sum_ranks_like_item_p(planted):
     from recsys_ltr.models import ItemKNN
 
     train = planted[0]
-    model = small(iterations=0).fit(train)
+    model = small(max_iter=0).fit(train)
     assert model.coef_[AGGREGATORS.index("sum")] == 1 and np.count_nonzero(model.coef_) == 1
     knn = ItemKNN(k=10).fit(train)
     np.testing.assert_array_equal(model.recommend(np.arange(30), N=10)[0], knn.recommend(np.arange(30), N=10)[0])
@@ -164,7 +167,7 @@ def test_init_sum_ranks_like_item_p(planted):
 
 def test_fold_in_and_users_without_history(planted):
     train = planted[0]
-    model = small(iterations=2000).fit(train)
+    model = small(max_iter=2000).fit(train)
     rows = train[[3, 7]]
     ids, scores = model.recommend(np.array([1000, 1001]), user_items=rows, N=5)
     ref_ids, ref_scores = model.recommend(np.array([3, 7]), N=5)
@@ -177,7 +180,7 @@ def test_fold_in_and_users_without_history(planted):
 
 def test_user_side_recalculation(planted):
     train = planted[0]
-    model = small(side="user", iterations=1000).fit(train)
+    model = small(side="user", max_iter=1000).fit(train)
     rows = train[[4, 9]]
     with pytest.raises(ValueError, match="out of range"):
         model.recommend(np.array([4000, 9]), user_items=rows)
@@ -188,24 +191,24 @@ def test_user_side_recalculation(planted):
 def test_save_load_round_trip(tmp_path, planted):
     train, val, _ = planted
     for model in (
-        small(side="both", iterations=2000).fit(train, validation=val),
-        small(affinity=cosine_affinity(train, 12), iterations=2000).fit(train),
+        small(side="both", max_iter=2000).fit(train, validation=val),
+        small(affinity=cosine_affinity(train, 12), max_iter=2000).fit(train),
     ):
         path = tmp_path / "febr.npz"
         model.save(path)
         loaded = Recommender.load(path)
-        assert isinstance(loaded, FEBR) and loaded.get_params()["affinity"] in ("cosine",)
+        assert isinstance(loaded, AffinityFEBR) and loaded.get_params()["affinity"] in ("cosine",)
         np.testing.assert_array_equal(loaded.coef_, model.coef_)
         np.testing.assert_array_equal(loaded.feature_scale_, model.feature_scale_)
         np.testing.assert_array_equal(loaded.score(np.arange(train.shape[0])), model.score(np.arange(train.shape[0])))
     assert isinstance(model.affinity, type(cosine_affinity(train, 2)))  # parameter restored after save
     np.savez(path, header=np.array("{not json"))
     with pytest.raises(ValueError, match="malformed JSON"):
-        FEBR.load(path)
+        AffinityFEBR.load(path)
 
 
 def test_clone_and_get_params():
-    model = FEBR(**PAPER, k=7, side="both", lam=0.1)
+    model = AffinityFEBR(**PAPER, k=7, side="both", regularization=0.1)
     assert clone(model).get_params() == model.get_params()
 
 
@@ -217,10 +220,10 @@ def test_clone_and_get_params():
         (dict(affinity="jaccard"), ValueError, "affinity must be one of"),
         (dict(k=0), ValueError, "k must be >= 1"),
         (dict(k=12), ValueError, "larger than the catalogue"),
-        (dict(lam=-1.0), ValueError, "lam must be"),
+        (dict(regularization=-1.0), ValueError, "regularization must be"),
         (dict(learning_rate=0.0), ValueError, "learning_rate must be"),
         (dict(learning_rate=float("nan")), ValueError, "learning_rate must be"),
-        (dict(iterations=-1), ValueError, "iterations must be"),
+        (dict(max_iter=-1), ValueError, "max_iter must be"),
         (dict(gamma=0), ValueError, "gamma must be"),
         (dict(beta=1.5), TypeError, "beta must be an integer"),
         (dict(early_stopping=0), ValueError, "early_stopping must be"),
@@ -240,12 +243,12 @@ def test_clone_and_get_params():
 def test_bad_parameters(params, error, match):
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
     with pytest.raises(error, match=match):
-        FEBR(**{**PAPER, "k": 3, "iterations": 10, **params}).fit(X)
+        AffinityFEBR(**{**PAPER, "k": 3, "max_iter": 10, **params}).fit(X)
 
 
 def test_bad_data():
     X = sp.csr_matrix(random_feedback(np.random.default_rng(0), 15, 12, 0.4))
-    model = FEBR(**PAPER, k=3, iterations=10)
+    model = AffinityFEBR(**PAPER, k=3, max_iter=10)
     with pytest.raises(ValueError, match="shape mismatch"):
         model.fit(X, validation=sp.csr_matrix(np.eye(15, 11)))
     with pytest.raises(TypeError, match="validation matrix as a keyword"):
@@ -266,3 +269,28 @@ def test_bad_data():
         model.recommend(0, user_items=sp.csr_matrix((1, 5)))
     other = FeatureExtractor(X, 3, cosine_affinity(X, 3))
     assert other.n_features == model.extractor_.n_features
+
+
+def test_files_of_the_dissertations_febr_from_before_the_split_load(tmp_path, planted):
+    """A file written as ``FEBR(bases=None, ...)`` (one class for both models, ``lam``/``iterations``)
+    is read as the AffinityFEBR it holds; ``FEBR.load`` names the class to use."""
+    import json
+
+    train = planted[0]
+    model = small(side="both", max_iter=1000).fit(train)
+    path = model.save(tmp_path / "new.npz")
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    header = json.loads(str(arrays["header"]))
+    params = header["params"]
+    params["lam"], params["iterations"] = params.pop("regularization"), params.pop("max_iter")
+    params.update(bases=None, scorer="linear", candidates=100, lambdamart_params=None, init="auto")
+    arrays["header"] = np.array(json.dumps({**header, "class": "FEBR", "params": params}))
+    old = tmp_path / "old.npz"
+    np.savez(old, **arrays)
+    loaded = Recommender.load(old)
+    assert type(loaded) is AffinityFEBR and loaded.get_params()["init"] == "sum"
+    assert loaded.get_params()["regularization"] == model.regularization and loaded.max_iter == 1000
+    np.testing.assert_array_equal(loaded.score(np.arange(20)), model.score(np.arange(20)))
+    with pytest.raises(ValueError, match="holds a 'AffinityFEBR', not a FEBR"):
+        FEBR.load(old)

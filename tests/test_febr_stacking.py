@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_febr import block_feedback
 
-from recsys_ltr.febr import FEBR
-from recsys_ltr.febr.model import _compose_kernel
-from recsys_ltr.febr.rerank import Trees, fit_lambdamart, predict_trees
+from recsys_ltr.febr import FEBR, AffinityFEBR
+from recsys_ltr.febr.scoring import _compose_kernel
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
     Pool,
@@ -21,6 +20,7 @@ from recsys_ltr.febr.stacking import (
     pool_relevance,
     z_column,
 )
+from recsys_ltr.ltr.trees import Trees, fit_lambdamart, predict_trees
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import EASE, KUNN, ItemKNN, Popularity, UserKNN
 from recsys_ltr.models.base import Recommender
@@ -31,11 +31,11 @@ pytestmark = pytest.mark.kernels
 
 @pytest.fixture(scope="module")
 def planted():
-    return holdout(block_feedback(users=40, items=20), val=0.2, test=0.2, seed=0)
+    return holdout(block_feedback(users=40, items=20), val=0.2, test=0.2, random_state=0)
 
 
 def fast(**kw):
-    params = dict(iterations=4000, eval_every=1000, learning_rate=0.01, random_state=0, num_threads=1, candidates=20)
+    params = dict(max_iter=4000, eval_every=1000, learning_rate=0.01, random_state=0, num_threads=1, candidates=20)
     return FEBR(**{**params, **kw})
 
 
@@ -167,8 +167,8 @@ def test_one_base_gives_its_ranking_exactly(planted):
     """The stacking analogue of Theorem 4.3: with the weight on one base's score, FEBR ranks as it."""
     train, val, _ = planted
     users = np.arange(train.shape[0])
-    for bases in ([ItemKNN(k=10)], [UserKNN(k=10), EASE(lam=50.0), Popularity()]):
-        model = fast(bases=bases, iterations=0).fit(train, validation=val)
+    for bases in ([ItemKNN(k=10)], [UserKNN(k=10), EASE(regularization=50.0), Popularity()]):
+        model = fast(bases=bases, max_iter=0).fit(train, validation=val)
         tail = model.bases_[model.tail_base_]
         np.testing.assert_array_equal(model.score(users), tail.score(users))
         ids, _ = model.recommend(users, train[users], N=10)
@@ -194,7 +194,7 @@ def memoriser_weight(model):
 
 def test_memoriser_gets_no_weight_leak_free_and_dominates_with_leakage(planted):
     train, val, _ = planted
-    common = dict(init="zeros", iterations=6000, validation_fraction=0.0)  # no validation: the last model
+    common = dict(init="zeros", max_iter=6000, validation_fraction=0.0)  # no validation: the last model
     alone = fast(bases=[ItemKNN(k=10)], **common).fit(train)
     clean = fast(bases=[ItemKNN(k=10), Memoriser()], **common).fit(train)
     leaky = fast(bases=[ItemKNN(k=10), Memoriser()], holdout=0.0, **common).fit(train)
@@ -238,7 +238,7 @@ def test_seed_and_one_thread_reproduce(planted):
 
 def test_auto_bases_on_a_small_catalogue(planted):
     train, val, _ = planted
-    model = fast(iterations=1000).fit(train, validation=val)
+    model = fast(max_iter=1000).fit(train, validation=val)
     assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
     assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
     assert model.coef_.shape == (3 * 6 + 3,)
@@ -328,9 +328,9 @@ def test_bad_trees_are_refused(change, match):
         (dict(bases="all"), TypeError, "bases must be"),
         (dict(bases=[]), TypeError, "bases must be"),
         (dict(bases=[FEBR()]), TypeError, "cannot be a base"),
-        (dict(bases=[ItemKNN()], affinity="cosine"), ValueError, "give one"),
+        (dict(bases=[ItemKNN()], affinity="cosine"), TypeError, "unexpected keyword argument 'affinity'"),
         (dict(scorer="trees"), ValueError, "scorer must be"),
-        (dict(init="sum"), ValueError, "init='sum' with affinity"),
+        (dict(init="sum"), ValueError, "init must be one of"),
         (dict(holdout=1), ValueError, "holdout must be >= 2"),
         (dict(holdout=1.5), ValueError, "holdout must be"),
         (dict(candidates=0), ValueError, "candidates must be"),
@@ -345,9 +345,52 @@ def test_bad_parameters(planted, params, error, match):
         fast(**{"bases": [ItemKNN(k=5)], **params}).fit(train)
 
 
-def test_bad_parameters_of_the_dissertation_path(planted):
+def test_the_two_febrs_refuse_each_others_parameters(planted):
+    """One class, one estimator: the dissertation's parameters are AffinityFEBR's, the stacked ones FEBR's."""
     train, _, _ = planted
-    with pytest.raises(ValueError, match="goes with stacked features"):
-        FEBR(bases=None, affinity="cosine", holdout=3, k=5).fit(train)
-    with pytest.raises(ValueError, match="re-ranks stacked features"):
-        FEBR(bases=None, affinity="cosine", scorer="lambdamart", k=5).fit(train)
+    for params in (dict(side="both"), dict(k=5), dict(affinity_params={"bogus": 1})):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            FEBR(**params)
+    for params in (dict(bases=[ItemKNN()]), dict(scorer="lambdamart"), dict(candidates=10)):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            AffinityFEBR(**params)
+    with pytest.raises(ValueError, match="holdout must be a finite number"):
+        AffinityFEBR(holdout=3, k=5).fit(train)  # out-of-fold labels are stacked FEBR's
+    with pytest.raises(TypeError, match="bases must be"):
+        FEBR(bases=None).fit(train)
+
+
+def test_set_params_after_fit_leaves_the_answers_alone(planted):
+    """The head size is read from the fitted parameters: ``set_params(candidates=...)`` after fit
+    changes nothing, while the same change made before scoring a fitted model would (checked on a
+    scorer that disagrees with the tail base, so the head's size matters)."""
+    train, val, _ = planted
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], candidates=15, max_iter=0).fit(train, validation=val)
+    m.coef_[:] = -m.coef_ - 0.1  # the head reversed against the tail base: its size shows in the ranking
+    users = np.arange(train.shape[0])
+    before = m.score(users)
+    m.set_params(candidates=2)
+    np.testing.assert_array_equal(m.score(users), before)
+    m.params_["candidates"] = 2  # what a model reading its parameters at prediction would see
+    assert not np.array_equal(m.score(users), before)
+
+
+def test_the_default_fit_validates_x_once(planted, monkeypatch):
+    """``FEBR().fit(X)``: ``X`` goes through ``check_feedback`` once, at the boundary; the bases are
+    fitted and scored on the validated matrix (and its parts) without a check or copy."""
+    import sys
+
+    from recsys_ltr import _validation
+
+    calls, original = [], _validation.check_feedback
+
+    def counting(X, *args, **kwargs):
+        calls.append(X)
+        return original(X, *args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("recsys_ltr") and getattr(module, "check_feedback", None) is original:
+            monkeypatch.setattr(module, "check_feedback", counting)
+    train = planted[0]
+    FEBR(max_iter=2000, eval_every=1000, random_state=0, num_threads=1).fit(train)
+    assert len(calls) == 1 and calls[0] is train

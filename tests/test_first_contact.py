@@ -115,7 +115,7 @@ def test_chart_starts_at_zero_names_the_highlight_and_keeps_the_title(n_methods)
 # ----------------------------------------------------------------------------- progress bars
 @pytest.fixture(scope="module")
 def feedback():
-    return make_synthetic(n_users=120, n_items=80, factor_scale=3.0, seed=1).matrix
+    return make_synthetic(n_users=120, n_items=80, factor_scale=3.0, random_state=1).matrix
 
 
 def _learners(feedback):
@@ -142,10 +142,13 @@ def _learners(feedback):
         ("GMML", lambda p: GMML(random_state=0, show_progress=p).fit(X, y)),
         ("MLR", lambda p: MLR(num_threads=1, show_progress=p).fit(X, y)),
         ("RMLR", lambda p: RMLR(num_threads=1, show_progress=p).fit(X, y)),
-        ("L-GMML", lambda p: LGMML(n_metrics=2, queries_per_metric=2, n_epochs=2, show_progress=p).fit(X, grades, qid)),
-        ("ListMLE", lambda p: ListMLE(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
-        ("ListNet", lambda p: ListNet(n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
-        ("RPCMTL", lambda p: RPCMTL(n_clusters=2, n_epochs=2, random_state=0, show_progress=p).fit(X, grades, qid)),
+        (
+            "L-GMML",
+            lambda p: LGMML(n_metrics=2, queries_per_metric=2, iterations=2, show_progress=p).fit(X, grades, qid),
+        ),
+        ("ListMLE", lambda p: ListMLE(iterations=2, random_state=0, show_progress=p).fit(X, grades, qid)),
+        ("ListNet", lambda p: ListNet(iterations=2, random_state=0, show_progress=p).fit(X, grades, qid)),
+        ("RPCMTL", lambda p: RPCMTL(n_clusters=2, iterations=2, random_state=0, show_progress=p).fit(X, grades, qid)),
         ("content affinity", lambda p: ContentAffinity(k=5, show_progress=p).fit(dense)),
     ]
 
@@ -191,7 +194,7 @@ def test_progress_does_not_change_results(feedback):
     X, qid = rng.normal(size=(60, 4)), np.repeat(np.arange(6), 10)
     grades = np.tile([1, 0, 0, 2, 0, 0, 0, 1, 0, 0], 6)
     fits = [
-        LGMML(n_metrics=2, queries_per_metric=3, n_epochs=3, random_state=0, show_progress=p).fit(X, grades, qid)
+        LGMML(n_metrics=2, queries_per_metric=3, iterations=3, random_state=0, show_progress=p).fit(X, grades, qid)
         for p in (False, True)
     ]
     assert np.array_equal(fits[0].phi_, fits[1].phi_) and fits[0].warp_stats_ == fits[1].warp_stats_
@@ -212,7 +215,7 @@ def test_the_run_bar_replaces_the_fits_bars(monkeypatch):
         return model
 
     monkeypatch.setitem(METHODS, "item-p", dataclasses.replace(method, factory=spy))
-    X = sp.csr_matrix(make_synthetic(n_users=100, n_items=60, density=0.2, seed=2).matrix)
+    X = sp.csr_matrix(make_synthetic(n_users=100, n_items=60, density=0.2, random_state=2).matrix)
     runner.run_experiment(X, ["item-p"], folds=1, show_progress=False)
     fitted = [m for m in seen if hasattr(m, "user_items_")]
     assert fitted and all(m.show_progress is False for m in fitted)
@@ -254,8 +257,8 @@ def test_the_tours_kernels_compile_once_serially_not_again_for_a_literal_zero(tm
         "from recsys_ltr.datasets import make_synthetic\n"
         "from recsys_ltr.metrics import evaluate\n"
         "from recsys_ltr.models import ItemKNN\n"
-        "X = sp.csr_matrix(make_synthetic(n_users=80, n_items=50, density=0.2, seed=0).matrix)\n"
-        "train, _, test = split.holdout(X, val=0.0, test=0.2, seed=0)\n"
+        "X = sp.csr_matrix(make_synthetic(n_users=80, n_items=50, density=0.2, random_state=0).matrix)\n"
+        "train, _, test = split.holdout(X, val=0.0, test=0.2, random_state=0)\n"
         "model = ItemKNN(k=5).fit(train)\n"
         "model.recommend(np.arange(80), train, N=3)\n"
         "evaluate(model, train, test, k=3)\n"

@@ -333,7 +333,7 @@ def test_early_stopping_keeps_best(task):
 
 
 def test_sklearn_clone_and_params():
-    f = FRML(n_components=5, kappa=0.1, lam=0.2)
+    f = FRML(n_components=5, kappa=0.1, regularization=0.2)
     g = clone(f).set_params(learning_rate=0.3)
     assert g.get_params()["kappa"] == 0.1 and g.learning_rate == 0.3 and f.learning_rate == 0.5
     assert not hasattr(g, "components_")
@@ -348,7 +348,7 @@ def test_sklearn_clone_and_params():
         ({}, {"y": np.zeros(3)}, ValueError, "labels but X has"),
         ({}, {"y": None, "relevance": sp.eye(3)}, ValueError, r"must be \(20, 20\)"),
         ({"n_components": 50}, {}, ValueError, "n_components must be <="),
-        ({"lam": -1.0}, {}, ValueError, r"lam must be a finite number in \[0.0"),
+        ({"regularization": -1.0}, {}, ValueError, r"regularization must be a finite number in \[0.0"),
         ({"learning_rate": 0.0}, {}, ValueError, r"learning_rate must be a finite number in \(0.0"),
         ({"loss": "hinge"}, {}, ValueError, "loss must be one of"),
         ({"k": 3}, {}, ValueError, "k is only used"),

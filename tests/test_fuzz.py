@@ -231,13 +231,13 @@ def test_too_small_sampler_state_and_hand_built_knn_index(clean_error):
 def test_rows_touching_every_candidate():
     """Dense rows make the kernels' branch-free appends write their extra slot (an out-of-bounds
     write that only NUMBA_BOUNDSCHECK=1 shows when the slot is missing)."""
-    from recsys_ltr.febr import FEBR
+    from recsys_ltr.febr import AffinityFEBR
     from recsys_ltr.neighbors import cosine_knn
 
     ones = np.ones((3, 3))
     np.testing.assert_allclose(cosine_knn(ones, 2).toarray(), 1 - np.eye(3))
     X = np.vstack([ones, [1.0, 0.0, 0.0]])  # the last user leaves items to sample as negatives
-    febr = FEBR(**_fuzz.PAPER, k=2, side="both", iterations=10, eval_every=10, random_state=0, num_threads=1)
+    febr = AffinityFEBR(**_fuzz.PAPER, k=2, side="both", max_iter=10, eval_every=10, random_state=0, num_threads=1)
     scores = febr.fit(X).score([0, 1])
     assert scores.shape == (2, 3) and np.all(np.isfinite(scores))
 
@@ -323,7 +323,7 @@ def test_counts_beyond_int64_are_refused():
     with pytest.raises(ValueError, match="k must be <= "):  # was OverflowError inside numba
         ndcg_at_k([1, 0], [0.5, 0.1], [0, 0], k=2**80)
     # num_threads reached threadpoolctl unclamped (ctypes ArgumentError)
-    EASE(lam=1.0, num_threads=2**40).fit(_fuzz.base_matrix())
+    EASE(regularization=1.0, num_threads=2**40).fit(_fuzz.base_matrix())
 
 
 @pytest.mark.kernels
@@ -369,14 +369,14 @@ def test_slim_affinity_checks_its_penalties():
 
 
 def test_frml_loss_array_and_febr_holdout_name_the_parameter():
+    from recsys_ltr.febr import AffinityFEBR
     from recsys_ltr.metric_learning import FRML
-    from recsys_ltr.models import FEBR
 
     X, y = _fuzz._labels_data()
     with pytest.raises(ValueError, match="loss must be 1-D"):  # was "estimator must be 1-D"
         FRML(loss=0, max_iter=2).fit(X, y=y)
     with pytest.raises(TypeError, match="holdout must be a real number, got False"):  # False == 0 was accepted
-        FEBR(**{**_fuzz.PAPER, "holdout": False}).fit(_fuzz.base_matrix())
+        AffinityFEBR(**{**_fuzz.PAPER, "holdout": False}).fit(_fuzz.base_matrix())
 
 
 def test_content_affinity_refuses_complex_and_sparse_checked_first():
@@ -437,7 +437,7 @@ def test_complex_relevance_labels_are_refused():
 
     X, y, qid = _fuzz._ltr_data()
     with pytest.raises(TypeError, match="y must be real numbers"):  # the imaginary part was dropped
-        LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(X, np.asarray(y) + 1j, qid)
+        LGMML(n_metrics=2, queries_per_metric=2, iterations=1, random_state=0).fit(X, np.asarray(y) + 1j, qid)
     with pytest.raises(TypeError, match="y must be real numbers"):
         ndcg_at_k(np.asarray(y) + 0j, X[:, 0], qid)
 
@@ -489,9 +489,10 @@ def test_gmml_file_with_a_non_square_metric(tmp_path):
 
 
 def _stacked(**params):
-    from recsys_ltr.models import FEBR, ItemKNN, Popularity
+    from recsys_ltr.febr import FEBR
+    from recsys_ltr.models import ItemKNN, Popularity
 
-    common = dict(iterations=200, eval_every=100, random_state=0, num_threads=1, validation_users=20)
+    common = dict(max_iter=200, eval_every=100, random_state=0, num_threads=1, validation_users=20)
     return FEBR(bases=[ItemKNN(k=3, num_threads=1), Popularity()], **{**common, **params})
 
 

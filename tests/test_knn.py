@@ -178,7 +178,7 @@ def test_threads_and_serial_kernels_do_not_change_neighbours_recommendations_or_
     from recsys_ltr.models import ItemKNN
 
     D = sp.csr_matrix(random_feedback(np.random.default_rng(3), 60, 40, 0.3))
-    train, _, test = split.holdout(D, val=0.0, test=0.3, seed=0)
+    train, _, test = split.holdout(D, val=0.0, test=0.3, random_state=0)
     runs = []
     for threads, serial_seconds in ((1, 0.0), (2, 0.0), (2, np.inf)):  # parallel kernels, then serial
         monkeypatch.setattr(_parallel, "SERIAL_SECONDS", serial_seconds)

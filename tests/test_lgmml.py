@@ -34,7 +34,7 @@ def _ltr_data(seed=0, n_queries=12, docs=10, d=4):
 
 def test_local_weights_positive_smooth_and_one_at_anchors():
     X, y, qid = _ltr_data()
-    est = LGMML(n_metrics=4, queries_per_metric=3, n_epochs=0, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=4, queries_per_metric=3, iterations=0, random_state=0).fit(X, y, qid)
     W = est.local_weights(X)
     assert W.shape == (X.shape[0], 4) and np.all(W > 0) and np.all(W <= 1)
     # w_r(p_r) = 1: the anchors are training rows (in scaled coordinates)
@@ -85,7 +85,7 @@ def _reference_global_scorer(X, y, qid, regularization):
 
 def test_single_metric_reduces_to_global_gmml_scorer():
     X, y, qid = _ltr_data(seed=3, n_queries=6, docs=7)
-    est = LGMML(n_metrics=1, queries_per_metric=100, regularization=1e-2, n_epochs=3, random_state=0)
+    est = LGMML(n_metrics=1, queries_per_metric=100, regularization=1e-2, iterations=3, random_state=0)
     est.fit(X, y, qid)
     ref = _reference_global_scorer(X, y, qid, 1e-2)
     phi = est.phi_[0, 0]
@@ -107,7 +107,13 @@ def test_one_warp_step_matches_eq21_by_hand():
         return np.array([[0.0, 0.0], 0.1 * b, 0.1 * b, b, b]), np.array([1, 0, 0, 0, 0]), np.zeros(5, int)
 
     kw = dict(
-        n_metrics=2, queries_per_metric=1, margin=0.5, learning_rate=0.3, phi_init=1.0, feature_scaling=None, n_epochs=1
+        n_metrics=2,
+        queries_per_metric=1,
+        margin=0.5,
+        learning_rate=0.3,
+        phi_init=1.0,
+        feature_scaling=None,
+        iterations=1,
     )
     probe = LGMML(**kw, random_state=0).fit(*data(1.0))
     c = 1.0 / np.linalg.norm(probe.metrics_[0] @ np.array([1.0, 0.5]))  # GMML is scale-free: d(mid) = 1
@@ -135,7 +141,7 @@ def test_one_warp_step_matches_eq21_by_hand():
 
 def test_per_query_phi_and_reproducibility():
     X, y, qid = _ltr_data(seed=4)
-    est = LGMML(n_metrics=3, queries_per_metric=4, phi_mode="per_query", n_epochs=2, random_state=7)
+    est = LGMML(n_metrics=3, queries_per_metric=4, phi_mode="per_query", iterations=2, random_state=7)
     est.fit(X, y, qid)
     assert est.phi_.shape == (12, 3) and np.all(est.phi_ >= 0)
     again = clone(est).fit(X, y, qid)
@@ -147,7 +153,7 @@ def test_per_query_phi_and_reproducibility():
 
 def test_candidate_anchors_permutation_invariant_and_query_local():
     X, y, qid = _ltr_data(seed=5)
-    est = LGMML(n_metrics=3, queries_per_metric=4, test_anchors="candidates", n_epochs=2, random_state=0)
+    est = LGMML(n_metrics=3, queries_per_metric=4, test_anchors="candidates", iterations=2, random_state=0)
     est.fit(X, y, qid)
     s = est.predict(X, qid)
     rng = np.random.default_rng(0)  # shuffle the queries and the rows inside each query
@@ -161,7 +167,7 @@ def test_candidate_anchors_permutation_invariant_and_query_local():
 def test_learns_better_than_chance():
     X, y, qid = _ltr_data(seed=6, n_queries=30)
     Xt, yt, qt = _ltr_data(seed=7, n_queries=30)
-    est = LGMML(n_metrics=5, queries_per_metric=10, n_epochs=5, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=5, queries_per_metric=10, iterations=5, random_state=0).fit(X, y, qid)
     good = ranking_report(yt, est.predict(Xt, qt), qt)["NDCG@10"]
     chance = ranking_report(yt, np.random.default_rng(0).normal(size=yt.size), qt)["NDCG@10"]
     assert good > chance + 0.1
@@ -201,7 +207,7 @@ def test_bad_inputs():
         LGMML().fit(X, np.zeros_like(y), qid)
     with pytest.raises(NotFittedError):
         LGMML().predict(X, qid)
-    est = LGMML(n_metrics=2, queries_per_metric=2, n_epochs=1, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=2, queries_per_metric=2, iterations=1, random_state=0).fit(X, y, qid)
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :2], qid)
     with pytest.raises(TypeError, match="integers"):
@@ -210,7 +216,7 @@ def test_bad_inputs():
 
 def test_save_load_roundtrip(tmp_path):
     X, y, qid = _ltr_data(seed=8)
-    est = LGMML(n_metrics=3, queries_per_metric=4, n_epochs=2, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=3, queries_per_metric=4, iterations=2, random_state=0).fit(X, y, qid)
     est.save(tmp_path / "m.npz")
     back = LGMML.load(tmp_path / "m.npz")
     assert back.get_params() == est.get_params()
@@ -234,7 +240,7 @@ def _rewrite(tmp_path, est, params=None, **arrays):
 @pytest.mark.parametrize("distance", ["eq12", "mahalanobis"])
 def test_load_revalidates_parameters_and_transforms(tmp_path, distance):
     X, y, qid = _ltr_data(seed=9)
-    est = LGMML(n_metrics=2, queries_per_metric=3, n_epochs=1, distance=distance, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=2, queries_per_metric=3, iterations=1, distance=distance, random_state=0).fit(X, y, qid)
     np.testing.assert_array_equal(LGMML.load(_rewrite(tmp_path, est)).predict(X, qid), est.predict(X, qid))
     for params, match in (
         ({"test_anchors": "bogus"}, "test_anchors"),
@@ -261,7 +267,7 @@ def test_load_revalidates_parameters_and_transforms(tmp_path, distance):
 
 def test_local_weights_rho_and_zero_scatter_errors():
     X, y, qid = _ltr_data(seed=10)
-    est = LGMML(n_metrics=2, queries_per_metric=3, n_epochs=0, random_state=0).fit(X, y, qid)
+    est = LGMML(n_metrics=2, queries_per_metric=3, iterations=0, random_state=0).fit(X, y, qid)
     np.testing.assert_allclose(est.local_weights(X, rho=1.0) ** 2, est.local_weights(X))
     with pytest.raises(ValueError, match="rho"):
         est.local_weights(X, rho=-1.0)

@@ -7,16 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.preprocessing import normalize
 
-from recsys_ltr.ltr import LGMML
+from recsys_ltr.ltr import LGMML, LGMMLAffinity
+from recsys_ltr.ltr.content import PAIRS, candidate_relevance, pair_vectors, rerank_costs
 from recsys_ltr.models.content import ContentItemKNN
-from recsys_ltr.neighbors import Affinity, ContentAffinity, LGMMLAffinity, blend_affinity, coconsumption_relevance
+from recsys_ltr.neighbors import Affinity, ContentAffinity, blend_affinity, coconsumption_relevance
 from recsys_ltr.neighbors.content import top_fraction
-from recsys_ltr.neighbors.content_lgmml import PAIRS, candidate_relevance, pair_vectors, rerank_costs
 
 pytestmark = pytest.mark.kernels
 
 N_ITEMS, COLD = 40, (0, 3, 7, 12, 30)
-SMALL = dict(n_metrics=3, queries_per_metric=6, n_epochs=2)
+SMALL = dict(n_metrics=3, queries_per_metric=6, iterations=2)
 
 
 def problem(seed=0, n=N_ITEMS, t=12, users=50, cold=COLD):
@@ -247,11 +247,11 @@ def test_save_load_round_trip(fitted, tmp_path):
 
 
 def test_usable_as_febr_affinity(fitted):
-    from recsys_ltr.models import FEBR
+    from recsys_ltr.febr import AffinityFEBR
 
     _, X, m = fitted
-    febr = FEBR(
-        bases=None, affinity=m.affinity_, holdout=0.0, validation_fraction=0.0, k=5, iterations=0, random_state=0,
+    febr = AffinityFEBR(
+        affinity=m.affinity_, holdout=0.0, validation_fraction=0.0, k=5, max_iter=0, random_state=0,
         num_threads=1,
     ).fit(X)  # fmt: skip
     assert np.all(np.isfinite(febr.score(np.arange(5))))

@@ -116,7 +116,9 @@ def test_objective_gradient_matches_finite_differences(loss_kind):
     task = np.array([0, 2, 1, 0, 2])
     top = np.array([5, 3, 1, 8, 2])
     W = rng.normal(size=(3, 4))
-    value, grad = listwise_objective(W, X, y, ranked, offsets, task, top, loss_kind, lam=0.7, alpha=0.3)
+    value, grad = listwise_objective(
+        W, X, y, ranked, offsets, task, top, loss_kind, mtl_regularization=0.7, regularization=0.3
+    )
 
     def objective(W):
         total, mean = 0.0, W.mean(axis=0)
@@ -160,7 +162,7 @@ def test_top_lengths():
 def test_learns_a_linear_ranking_and_reduces_the_objective(cls):
     X, y, qid = ltr_data(seed=1, n_queries=60)
     Xt, yt, qt = ltr_data(seed=2, n_queries=60)
-    est = cls(learning_rate=0.01, n_epochs=40, random_state=0).fit(X, y, qid)
+    est = cls(learning_rate=0.01, iterations=40, random_state=0).fit(X, y, qid)
     assert est.loss_curve_[-1] < est.loss_curve_[0]
     good = ranking_report(yt, est.predict(Xt, qt), qt)["NDCG@10"]
     oracle = ranking_report(yt, Xt @ np.linspace(1.0, -0.5, 5), qt)["NDCG@10"]
@@ -175,14 +177,14 @@ def test_learns_a_linear_ranking_and_reduces_the_objective(cls):
 @pytest.mark.parametrize("cls", [ListMLE, ListNet, RPCMTL])
 def test_reproducible_by_seed(cls):
     X, y, qid = ltr_data(seed=3)
-    a = cls(n_epochs=3, random_state=5).fit(X, y, qid)
-    b = cls(n_epochs=3, random_state=5).fit(X, y, qid)
-    c = cls(n_epochs=3, random_state=6).fit(X, y, qid)
+    a = cls(iterations=3, random_state=5).fit(X, y, qid)
+    b = cls(iterations=3, random_state=5).fit(X, y, qid)
+    c = cls(iterations=3, random_state=6).fit(X, y, qid)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.predict(X, qid), b.predict(X, qid))
     assert not np.array_equal(a.coef_, c.coef_)
-    gen = cls(n_epochs=3, random_state=np.random.default_rng(5)).fit(X, y, qid)
-    again = cls(n_epochs=3, random_state=np.random.default_rng(5)).fit(X, y, qid)
+    gen = cls(iterations=3, random_state=np.random.default_rng(5)).fit(X, y, qid)
+    again = cls(iterations=3, random_state=np.random.default_rng(5)).fit(X, y, qid)
     np.testing.assert_array_equal(gen.coef_, again.coef_)
 
 
@@ -192,11 +194,11 @@ def test_one_sgd_step_by_hand():
     the label order)."""
     X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
     y, qid = np.array([2, 0, 1]), np.zeros(3, dtype=int)
-    est = ListMLE(top_k=None, learning_rate=0.5, n_epochs=1, average=False, feature_scaling=None).fit(X, y, qid)
+    est = ListMLE(top_k=None, learning_rate=0.5, iterations=1, average=False, feature_scaling=None).fit(X, y, qid)
     # at s = 0 with order (0, 2, 1): ∂L/∂s_π(i) = Σ_{j <= i} 1 / (3 - j) - 1
     g = np.array([1 / 3 - 1, 1 / 3 + 1 / 2 + 1 - 1, 1 / 3 + 1 / 2 - 1])  # rows 0, 1, 2
     np.testing.assert_allclose(est.coef_, -0.5 * X.T @ g)
-    net = ListNet(learning_rate=0.5, n_epochs=1, average=False, feature_scaling=None).fit(X, y, qid)
+    net = ListNet(learning_rate=0.5, iterations=1, average=False, feature_scaling=None).fit(X, y, qid)
     p_y = np.exp([2.0, 0.0, 1.0]) / np.exp([2.0, 0.0, 1.0]).sum()
     np.testing.assert_allclose(net.coef_, -0.5 * X.T @ (np.full(3, 1 / 3) - p_y))
 
@@ -207,8 +209,8 @@ def test_average_is_the_mean_of_the_iterates():
     after 1, 2, 3 epochs (same seed: the same tie shuffles)."""
     X, y, qid = ltr_data(seed=4, n_queries=1)
     kw = dict(learning_rate=0.05, random_state=1)
-    iterates = [ListMLE(n_epochs=e, average=False, **kw).fit(X, y, qid).coef_ for e in (1, 2, 3)]
-    avg = ListMLE(n_epochs=3, average=True, **kw).fit(X, y, qid).coef_
+    iterates = [ListMLE(iterations=e, average=False, **kw).fit(X, y, qid).coef_ for e in (1, 2, 3)]
+    avg = ListMLE(iterations=3, average=True, **kw).fit(X, y, qid).coef_
     np.testing.assert_allclose(avg, np.mean(iterates, axis=0), rtol=1e-12)
     assert not np.allclose(avg, iterates[-1])
 
@@ -223,7 +225,7 @@ def test_query_level_norm_matches_letor_definition_and_is_used_at_prediction():
         lo, hi = X[rows].min(0), X[rows].max(0)
         ref = np.where(hi > lo, (X[rows] - lo) / np.where(hi > lo, hi - lo, 1), 0.0)
         np.testing.assert_allclose(Z[rows], ref)
-    est = ListMLE(feature_scaling="query", n_epochs=2, random_state=0).fit(X, y, qid)
+    est = ListMLE(feature_scaling="query", iterations=2, random_state=0).fit(X, y, qid)
     # a per-query affine change of the features leaves the query-normalised scores unchanged
     X2 = X.copy()
     X2[qid == qid[0]] = 3.0 * X2[qid == qid[0]] + 11.0
@@ -236,8 +238,8 @@ def test_uninformative_queries_are_skipped():
     X2 = np.vstack([X, extra_X, extra_X[:1]])
     y2 = np.concatenate([y, np.zeros(5, dtype=int), [2]])  # all-zero query, one-document query
     qid2 = np.concatenate([qid, np.full(5, 1000), [1001]])
-    a = ListMLE(n_epochs=2, feature_scaling=None, random_state=0).fit(X, y, qid)
-    b = ListMLE(n_epochs=2, feature_scaling=None, random_state=0).fit(X2, y2, qid2)
+    a = ListMLE(iterations=2, feature_scaling=None, random_state=0).fit(X, y, qid)
+    b = ListMLE(iterations=2, feature_scaling=None, random_state=0).fit(X2, y2, qid2)
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
@@ -277,7 +279,7 @@ def test_unfitted_and_feature_mismatch(cls):
     X, y, qid = ltr_data(seed=8, n_queries=4)
     with pytest.raises(NotFittedError):
         cls().predict(X, qid)
-    est = cls(n_epochs=1, random_state=0).fit(X, y, qid)
+    est = cls(iterations=1, random_state=0).fit(X, y, qid)
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :2], qid)
     with pytest.raises(ValueError, match="not grouped"):
@@ -289,8 +291,8 @@ def test_unfitted_and_feature_mismatch(cls):
     [
         ({"learning_rate": 0.0}, ValueError, "learning_rate"),
         ({"learning_rate": "fast"}, TypeError, "learning_rate"),
-        ({"n_epochs": -1}, ValueError, "n_epochs"),
-        ({"alpha": -1.0}, ValueError, "alpha"),
+        ({"iterations": -1}, ValueError, "iterations"),
+        ({"regularization": -1.0}, ValueError, "regularization"),
         ({"average": 1}, TypeError, "average"),
         ({"feature_scaling": "minmax"}, ValueError, "feature_scaling"),
         ({"num_threads": -1}, ValueError, "num_threads"),
@@ -333,7 +335,7 @@ def test_fit_conventions(cls):
     """fit returns self, leaves the parameters alone, is idempotent; the fitted model pickles;
     predicting one query alone gives that query's order (and, for linear scores, values)."""
     X, y, qid = ltr_data(seed=9)
-    est = cls(n_epochs=2, random_state=0)
+    est = cls(iterations=2, random_state=0)
     params = est.get_params()
     assert est.fit(X, y, qid) is est
     assert est.get_params() == params
@@ -350,7 +352,7 @@ def test_fit_conventions(cls):
 
 def test_score_is_mean_ndcg():
     X, y, qid = ltr_data(seed=10)
-    est = ListNet(n_epochs=2, random_state=0).fit(X, y, qid)
+    est = ListNet(iterations=2, random_state=0).fit(X, y, qid)
     assert est.score(X, y, qid, k=5) == pytest.approx(ranking_report(y, est.predict(X, qid), qid, ks=(5,))["NDCG@5"])
 
 
@@ -370,7 +372,7 @@ def test_check_query_data_offsets_follow_appearance_order():
 @pytest.mark.parametrize("cls", [ListMLE, ListNet, RPCMTL])
 def test_save_load_roundtrip_and_malformed_files(cls, tmp_path):
     X, y, qid = ltr_data(seed=30)
-    est = cls(n_epochs=2, random_state=0).fit(X, y, qid)
+    est = cls(iterations=2, random_state=0).fit(X, y, qid)
     est.save(tmp_path / "m")
     back = cls.load(tmp_path / "m.npz")
     assert back.get_params() == est.get_params()
@@ -389,7 +391,7 @@ def test_save_load_roundtrip_and_malformed_files(cls, tmp_path):
 
 def test_rpcmtl_load_checks_its_arrays(tmp_path):
     X, y, qid = ltr_data(seed=31)
-    est = RPCMTL(n_clusters=3, n_epochs=1, random_state=0).fit(X, y, qid)
+    est = RPCMTL(n_clusters=3, iterations=1, random_state=0).fit(X, y, qid)
     est.save(tmp_path / "m.npz")
     data = dict(np.load(tmp_path / "m.npz"))
     np.savez(tmp_path / "t.npz", **dict(data, odr_thresholds_=data["odr_thresholds_"][::-1].copy()))

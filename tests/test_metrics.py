@@ -380,7 +380,7 @@ def test_evaluate_ranks_sparse_products_like_dense_scores(make, medium):
 
     _, train, test, exclude = medium
     model = make(models).fit(train)
-    assert model._user_score_product(np.arange(3)) is not None
+    assert model.score_product(np.arange(3)) is not None
     sparse = evaluate(model, train, test, exclude=exclude, batch_size=7)
     dense = evaluate(lambda u: model.score(u), train, test, exclude=exclude, batch_size=7)
     for key in sparse:

@@ -377,8 +377,8 @@ TIGHT = dict(admm_tol=1e-7, admm_max_iter=3000, num_threads=1)
     [
         lambda: MLR(C=5.0, **TIGHT),
         lambda: MLR(loss="auc", C=5.0, **TIGHT),
-        lambda: RMLR(C=5.0, lam=0.3, **TIGHT),
-        lambda: RMLR(C=5.0, lam=0.3, penalty="l1", **TIGHT),
+        lambda: RMLR(C=5.0, regularization=0.3, **TIGHT),
+        lambda: RMLR(C=5.0, regularization=0.3, penalty="l1", **TIGHT),
     ],
 )
 def test_cutting_plane_certificate(make):
@@ -392,7 +392,7 @@ def test_cutting_plane_certificate(make):
     assert upper[-1] - lower[-1] <= model.C * model.epsilon + 1e-6
     assert upper[-1] < 0.5 * upper[0]
     W = model.get_mahalanobis_matrix()
-    penalty, lam = getattr(model, "penalty", None), getattr(model, "lam", 0.0)
+    penalty, lam = getattr(model, "penalty", None), getattr(model, "regularization", 0.0)
     assert upper[-1] == pytest.approx(exact_objective(X, y, W, model.C, model.loss, 1, penalty, lam), rel=1e-8)
 
 
@@ -426,8 +426,8 @@ def test_early_stopped_admm_reaches_the_same_optimum():
     before ADMM has converged (here W = 0 is optimal: P@k/NDCG constraints move few pairs)."""
     X, y = planted(60, seed=4, noise_dims=6)
     for loss, k, C in (("map", None, 5.0), ("ndcg", 3, 1.0)):
-        fast = RMLR(loss=loss, k=k, C=C, lam=0.5, admm_max_iter=10, num_threads=1).fit(X, y)
-        tight = RMLR(loss=loss, k=k, C=C, lam=0.5, **TIGHT).fit(X, y)
+        fast = RMLR(loss=loss, k=k, C=C, regularization=0.5, admm_max_iter=10, num_threads=1).fit(X, y)
+        tight = RMLR(loss=loss, k=k, C=C, regularization=0.5, **TIGHT).fit(X, y)
         assert fast.converged_ and tight.converged_
         assert abs(fast.objective_[-1] - tight.objective_[-1]) <= C * fast.epsilon + 1e-3 * tight.objective_[-1]
     assert np.trace(fast.get_mahalanobis_matrix()) < 1e-6  # the NDCG optimum W = 0, found with T = 10
@@ -436,7 +436,7 @@ def test_early_stopped_admm_reaches_the_same_optimum():
 def test_planted_noise_rows_are_suppressed():
     X, y = planted(150, seed=0)
     share = {}
-    for name, model in (("MLR", MLR(C=1.0, num_threads=1)), ("R-MLR", RMLR(C=1.0, lam=2.0, num_threads=1))):
+    for name, model in (("MLR", MLR(C=1.0, num_threads=1)), ("R-MLR", RMLR(C=1.0, regularization=2.0, num_threads=1))):
         W = model.fit(X, y).get_mahalanobis_matrix()
         rows = np.linalg.norm(W, axis=1)
         share[name] = rows[4:].sum() / rows.sum()  # noise rows' share of ||W||_2,1
@@ -454,7 +454,7 @@ def data():
 @pytest.fixture(scope="module")
 def fitted(data):
     X, y = data
-    return RMLR(C=2.0, lam=0.5, num_threads=1).fit(X, y)
+    return RMLR(C=2.0, regularization=0.5, num_threads=1).fit(X, y)
 
 
 def test_metric_learn_interface(data, fitted):
@@ -489,7 +489,7 @@ def test_every_loss_learns_a_useful_metric(loss, k, C):
         D = ((Zte[:, None] - Ztr[None]) ** 2).sum(axis=2)
         return np.mean(ytr[D.argmin(axis=1)] == yte)
 
-    model = RMLR(loss=loss, k=k, C=C, lam=1.0, max_rounds=300, num_threads=1).fit(Xtr, ytr)
+    model = RMLR(loss=loss, k=k, C=C, regularization=1.0, max_iter=300, num_threads=1).fit(Xtr, ytr)
     assert model.converged_
     assert nn_accuracy(model.transform(Xtr), model.transform(Xte)) > nn_accuracy(Xtr, Xte) + 0.1
 
@@ -507,40 +507,42 @@ def test_supervision_forms_agree(data):
 
 def test_reproducible_and_thread_independent(data):
     X, y = data
-    a = RMLR(C=2.0, lam=0.5, num_threads=1).fit(X, y)
-    b = RMLR(C=2.0, lam=0.5, num_threads=2).fit(X, y)
+    a = RMLR(C=2.0, regularization=0.5, num_threads=1).fit(X, y)
+    b = RMLR(C=2.0, regularization=0.5, num_threads=2).fit(X, y)
     np.testing.assert_allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix(), atol=1e-10)
-    np.testing.assert_array_equal(a.objective_, RMLR(C=2.0, lam=0.5, num_threads=1).fit(X, y).objective_)
+    np.testing.assert_array_equal(a.objective_, RMLR(C=2.0, regularization=0.5, num_threads=1).fit(X, y).objective_)
 
 
 def test_warm_start_reuses_cutting_planes_only_for_the_same_problem(data):
     X, y = data
-    model = RMLR(C=1.0, lam=0.5, warm_start=True, num_threads=1).fit(X, y)
+    model = RMLR(C=1.0, regularization=0.5, warm_start=True, num_threads=1).fit(X, y)
     first = model.n_constraints_
-    model.set_params(C=4.0, lam=0.2).fit(X, y)
+    model.set_params(C=4.0, regularization=0.2).fit(X, y)
     assert model.n_constraints_ >= first  # the working set carried over
-    cold = RMLR(C=4.0, lam=0.2, num_threads=1).fit(X, y)
+    cold = RMLR(C=4.0, regularization=0.2, num_threads=1).fit(X, y)
     assert model.objective_[-1] <= cold.objective_[-1] + model.C * model.epsilon + 1e-9
     assert model.n_iter_ < cold.n_iter_
     Xs = X.copy()
     Xs[:, 0] *= 2  # another problem: starts afresh and matches a cold fit
     model.fit(Xs, y)
-    np.testing.assert_array_equal(model.components_, RMLR(C=4.0, lam=0.2, num_threads=1).fit(Xs, y).components_)
+    np.testing.assert_array_equal(
+        model.components_, RMLR(C=4.0, regularization=0.2, num_threads=1).fit(Xs, y).components_
+    )
 
 
 def test_convergence_warning_and_progress(data, capsys):
     X, y = data
-    with pytest.warns(ConvergenceWarning, match="max_rounds=2"):
-        model = MLR(C=10.0, max_rounds=2, num_threads=1).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        model = MLR(C=10.0, max_iter=2, num_threads=1).fit(X, y)
     assert not model.converged_ and model.n_iter_ == 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        MLR(C=10.0, max_rounds=3, show_progress=True, num_threads=1).fit(X, y)
+        MLR(C=10.0, max_iter=3, show_progress=True, num_threads=1).fit(X, y)
     assert "MLR" in capsys.readouterr().err
 
 
 def test_clone_and_params():
-    m = RMLR(C=3.0, lam=0.2, penalty="l1")
+    m = RMLR(C=3.0, regularization=0.2, penalty="l1")
     g = clone(m).set_params(C=5.0)
     assert g.get_params()["penalty"] == "l1" and g.C == 5.0 and m.C == 3.0
     assert not hasattr(g, "components_")
@@ -552,14 +554,14 @@ def test_clone_and_params():
         (MLR, {"C": 0.0}, "C must be"),
         (MLR, {"C": -1.0}, "C must be"),
         (MLR, {"C": np.inf}, "C must be"),
-        (RMLR, {"lam": 0.0}, "lam must be"),
-        (RMLR, {"lam": -0.1}, "lam must be"),
+        (RMLR, {"regularization": 0.0}, "regularization must be"),
+        (RMLR, {"regularization": -0.1}, "regularization must be"),
         (RMLR, {"penalty": "l2"}, "penalty must be one of"),
         (MLR, {"loss": "hinge"}, "loss must be one of"),
         (MLR, {"k": 3}, "k is only used"),
         (MLR, {"loss": "prec@k", "k": 0}, "k must be >= 1"),
         (MLR, {"epsilon": 0.0}, "epsilon must be"),
-        (MLR, {"max_rounds": 0}, "max_rounds must be >= 1"),
+        (MLR, {"max_iter": 0}, "max_iter must be >= 1"),
         (MLR, {"admm_max_iter": 0}, "admm_max_iter must be >= 1"),
         (MLR, {"num_threads": -1}, "num_threads must be >= 0"),
     ],
@@ -627,7 +629,7 @@ def test_save_load_round_trip(tmp_path, fitted, data):
     MLR(num_threads=1).fit(X, data[1]).save(tmp_path / "mlr")
     with pytest.raises(ValueError, match="holds a 'MLR', not a RMLR"):
         RMLR.load(tmp_path / "mlr.npz")
-    bad = rewrite_header(tmp_path / "rmlr.npz", tmp_path / "bad.npz", '"lam": 0.5', '"lam": -1.0')
+    bad = rewrite_header(tmp_path / "rmlr.npz", tmp_path / "bad.npz", '"regularization": 0.5', '"regularization": -1.0')
     with pytest.raises(ValueError, match="invalid parameters"):
         RMLR.load(bad)
     (tmp_path / "junk.npz").write_bytes(b"not a zip")

@@ -21,7 +21,7 @@ KERNELS = (knn._knn_kernel, _topk.top_k_sparse_product, _ranking.evaluate_produc
 @pytest.fixture(scope="module")
 def data():
     D = sp.csr_matrix(random_feedback(np.random.default_rng(5), 80, 50, 0.3))
-    train, _, test = split.holdout(D, val=0.0, test=0.3, seed=0)
+    train, _, test = split.holdout(D, val=0.0, test=0.3, random_state=0)
     return train, test
 
 

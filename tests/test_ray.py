@@ -18,18 +18,17 @@ import pandas as pd
 import pytest
 from _helpers import KillOnce, assert_same_evaluation, synthetic_split
 
-from recsys_ltr._validation import check_num_threads
+from recsys_ltr._threads import check_num_threads
 from recsys_ltr.eval.__main__ import main
 from recsys_ltr.eval.runner import run_experiment
 from recsys_ltr.executors import (
     RayExecutor,
-    febr_features,
     map_user_blocks,
     recommend_all,
     recommend_users,
     score_users,
 )
-from recsys_ltr.febr import FEBR
+from recsys_ltr.febr import FEBR, AffinityFEBR, febr_features
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN, Popularity, RP3beta, UserKNN
 from recsys_ltr.neighbors import cosine_affinity, knn_index, knn_query, kunn_affinity, rp3beta_affinity
@@ -204,12 +203,12 @@ def test_score_and_generic_user_maps(ray_executor, item_knn):
 
 # ----------------------------------------------------------------------------- FEBR
 @pytest.mark.parametrize(
-    "features", [dict(bases=[ItemKNN(k=15), UserKNN(k=10)], candidates=12), dict(bases=None, affinity="cosine", k=10)]
+    "make", [lambda: FEBR(bases=[ItemKNN(k=15), UserKNN(k=10)], candidates=12), lambda: AffinityFEBR(k=10)]
 )
-def test_febr_features_and_evaluation_match_in_process(ray_executor, data, features):
+def test_febr_features_and_evaluation_match_in_process(ray_executor, data, make):
     _, train, val, test = data
-    kw = dict(iterations=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
-    model = FEBR(**features, **kw).fit(train, validation=val)
+    kw = dict(max_iter=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
+    model = make().set_params(**kw).fit(train, validation=val)
     reference = list(febr_features(model, batch_size=40))
     got = sorted(febr_features(model, batch_size=40, executor=ray_executor), key=lambda bf: bf[0][0])
     assert len(got) == len(reference) == 8

@@ -161,12 +161,14 @@ def test_ordinal_logit_gradient_and_recovery():
 
 @pytest.mark.kernels
 # ----------------------------------------------------------------------------- the estimator
-@pytest.mark.parametrize("kw", [{}, {"top_k": None, "alpha": 0.01, "average": False}, {"feature_scaling": "query"}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"top_k": None, "regularization": 0.01, "average": False}, {"feature_scaling": "query"}]
+)
 def test_one_cluster_is_listmle_exactly(kw):
     X, y, qid = ltr_data(seed=11, n_queries=30)
     X2, _, qid2 = ltr_data(seed=12, n_queries=10)
-    common = dict(learning_rate=0.01, n_epochs=5, random_state=3, **kw)
-    rpc = RPCMTL(n_clusters=1, lam=0.5, **common).fit(X, y, qid)
+    common = dict(learning_rate=0.01, iterations=5, random_state=3, **kw)
+    rpc = RPCMTL(n_clusters=1, mtl_regularization=0.5, **common).fit(X, y, qid)
     mle = ListMLE(**common).fit(X, y, qid)
     np.testing.assert_array_equal(rpc.coef_[0], mle.coef_)
     np.testing.assert_array_equal(rpc.predict(X2, qid2), mle.predict(X2, qid2))
@@ -188,7 +190,7 @@ def test_cluster_parts_split_lists_by_cluster():
 @pytest.mark.parametrize("metric", ["xing", "identity"])
 def test_fit_predict_follows_fig3(metric):
     X, y, qid = ltr_data(seed=13, n_queries=40, docs=12)
-    est = RPCMTL(n_clusters=3, metric=metric, n_epochs=5, learning_rate=0.01, random_state=0).fit(X, y, qid)
+    est = RPCMTL(n_clusters=3, metric=metric, iterations=5, learning_rate=0.01, random_state=0).fit(X, y, qid)
     assert est.coef_.shape == (3, X.shape[1]) and est.odr_thresholds_.shape == (2,)
     assert np.all(np.diff(est.odr_thresholds_) > 0)
     assert np.all(np.diff(est.cost_curve_) <= 1e-9 * est.cost_curve_[0])
@@ -211,7 +213,9 @@ def test_multi_task_regulariser_pulls_rankers_together():
     X, y, qid = ltr_data(seed=15, n_queries=40, docs=12)
     spread = []
     for lam in (0.0, 1e3):
-        est = RPCMTL(n_clusters=3, lam=lam, metric="identity", n_epochs=10, learning_rate=0.01, random_state=0)
+        est = RPCMTL(
+            n_clusters=3, mtl_regularization=lam, metric="identity", iterations=10, learning_rate=0.01, random_state=0
+        )
         W = est.fit(X, y, qid).coef_
         spread.append(np.linalg.norm(W - W.mean(0)))
     assert spread[1] < 0.2 * spread[0]
@@ -222,13 +226,13 @@ def test_multi_task_regulariser_pulls_rankers_together():
     [
         ({"n_clusters": 0}, ValueError, "n_clusters"),
         ({"n_clusters": 50}, ValueError, "exceeds the longest training list"),
-        ({"lam": -1.0}, ValueError, "lam"),
+        ({"mtl_regularization": -1.0}, ValueError, "mtl_regularization"),
         ({"kappa1": 3, "kappa2": 3}, ValueError, "kappa2"),
         ({"kappa2": 40}, ValueError, "dissimilar pairs"),
         ({"metric": "cosine"}, ValueError, "metric"),
         ({"max_pairs": 0}, ValueError, "max_pairs"),
         ({"max_iter": -1}, ValueError, "max_iter"),
-        ({"odr_alpha": np.nan}, ValueError, "odr_alpha"),
+        ({"odr_regularization": np.nan}, ValueError, "odr_regularization"),
         ({"top_k": "some"}, TypeError, "top_k"),
     ],
 )
@@ -240,9 +244,9 @@ def test_bad_params(params, error, match):
 
 def test_max_pairs_samples_reproducibly():
     X, y, qid = ltr_data(seed=16, n_queries=20, docs=12)
-    a = RPCMTL(max_pairs=50, n_epochs=1, random_state=0).fit(X, y, qid)
-    b = RPCMTL(max_pairs=50, n_epochs=1, random_state=0).fit(X, y, qid)
-    c = RPCMTL(max_pairs=50, n_epochs=1, random_state=1).fit(X, y, qid)
+    a = RPCMTL(max_pairs=50, iterations=1, random_state=0).fit(X, y, qid)
+    b = RPCMTL(max_pairs=50, iterations=1, random_state=0).fit(X, y, qid)
+    c = RPCMTL(max_pairs=50, iterations=1, random_state=1).fit(X, y, qid)
     np.testing.assert_array_equal(a.metric_, b.metric_)
     assert not np.allclose(a.metric_, c.metric_)
 

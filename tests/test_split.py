@@ -54,7 +54,7 @@ def test_holdout_invariants(seed, density, val, test, exclude_top):
     X = _random_X(seed, density=density)
     if X.nnz == 0:
         return
-    train, v, t = split.holdout(X, val=val, test=test, seed=seed, exclude_top=exclude_top)
+    train, v, t = split.holdout(X, val=val, test=test, random_state=seed, exclude_top=exclude_top)
     _check_partition(X, (train, v, t))
     top = set() if exclude_top is None else set(_top_items(X, exclude_top).tolist())
     for u in range(X.shape[0]):
@@ -72,7 +72,7 @@ def test_rounding_hand_cases():
     # n = 1, 2 stay in train; n = 3 -> 1 test; n = 5 -> 1 test + 1 val (0.5 rounds up); n = 10 -> 2 + 1
     sizes = [1, 2, 3, 5, 10]
     X = sp.csr_matrix(np.array([[1] * s + [0] * (10 - s) for s in sizes], dtype=float))
-    train, v, t = split.holdout(X, val=0.1, test=0.2, seed=0)
+    train, v, t = split.holdout(X, val=0.1, test=0.2, random_state=0)
     np.testing.assert_array_equal(np.diff(t.indptr), [0, 0, 1, 1, 2])
     np.testing.assert_array_equal(np.diff(v.indptr), [0, 0, 0, 1, 1])
     np.testing.assert_array_equal(np.diff(train.indptr), [1, 2, 2, 3, 7])
@@ -83,7 +83,7 @@ def test_rounding_hand_cases():
 
 def test_keeps_one_training_positive_at_large_fractions():
     X = sp.csr_matrix(np.ones((1, 2)))
-    train, v, t = split.holdout(X, val=0.45, test=0.5, seed=0)
+    train, v, t = split.holdout(X, val=0.45, test=0.5, random_state=0)
     assert (t.nnz, v.nnz, train.nnz) == (1, 0, 1)
 
 
@@ -95,7 +95,7 @@ def test_novelty_hand_case():
     dense[0, 2:6] = 1
     X = sp.csr_matrix(dense)
     for seed in range(20):
-        _train, v, t = split.novelty_holdout(X, val=0.25, test=0.25, seed=seed, exclude_top=2)
+        _train, v, t = split.novelty_holdout(X, val=0.25, test=0.25, random_state=seed, exclude_top=2)
         # m = 4 eligible positives -> 1 test, 1 validation, none among items 0, 1
         assert t[0].nnz == 1 and v[0].nnz == 1
         assert t[:, :2].nnz == 0 and v[:, :2].nnz == 0
@@ -112,7 +112,7 @@ def test_holdout_is_uniform_over_a_users_positives():
     n_rep = 2000
     rng = np.random.default_rng(0)
     for _ in range(n_rep):
-        _, _, t = split.holdout(X, val=0.0, test=0.2, seed=rng)
+        _, _, t = split.holdout(X, val=0.0, test=0.2, random_state=rng)
         counts[t.indices] += 1
     # each item is the test item with probability 1/5; 5-sigma band
     sd = math.sqrt(n_rep * 0.2 * 0.8)
@@ -121,9 +121,9 @@ def test_holdout_is_uniform_over_a_users_positives():
 
 def test_reproducible_and_seed_dependent():
     X = _random_X(1, n_users=100, n_items=60)
-    a = split.holdout(X, seed=7)
-    b = split.holdout(X, seed=7)
-    c = split.holdout(X, seed=8)
+    a = split.holdout(X, random_state=7)
+    b = split.holdout(X, random_state=7)
+    c = split.holdout(X, random_state=8)
     assert all((p != q).nnz == 0 for p, q in zip(a, b))
     assert (a[2] != c[2]).nnz > 0
 
@@ -131,22 +131,22 @@ def test_reproducible_and_seed_dependent():
 def test_accepts_interactions_and_dense():
     X = _random_X(2)
     inter = Interactions.from_sparse(X)
-    a = split.holdout(inter, seed=3)
-    b = split.holdout(X.toarray(), seed=3)
+    a = split.holdout(inter, random_state=3)
+    b = split.holdout(X.toarray(), random_state=3)
     assert all((p != q).nnz == 0 for p, q in zip(a, b))
 
 
 def test_folds_are_seeded_holdouts():
     X = _random_X(4, n_users=60)
-    fs = list(split.folds(X, n_folds=3, seed=10, exclude_top=5))
+    fs = list(split.folds(X, n_folds=3, random_state=10, exclude_top=5))
     assert len(fs) == 3
     for f, parts in enumerate(fs):
-        ref = split.holdout(X, seed=10 + f, exclude_top=5)
+        ref = split.holdout(X, random_state=10 + f, exclude_top=5)
         assert all((p != q).nnz == 0 for p, q in zip(parts, ref))
         _check_partition(X, parts)
     assert (fs[0][2] != fs[1][2]).nnz > 0
-    with pytest.raises(TypeError, match="^seed must be None"):
-        split.folds(X, seed="a")
+    with pytest.raises(TypeError, match="^random_state must be None"):
+        split.folds(X, random_state="a")
     with pytest.raises(ValueError, match="n_folds"):
         split.folds(X, n_folds=0)
 
@@ -157,7 +157,7 @@ def test_leave_k_out(seed, k, val_k, top):
     X = _random_X(seed, density=0.15)
     if X.nnz == 0:
         return
-    train, v, t = split.leave_k_out(X, k=k, seed=seed, val_k=val_k, exclude_top=top)
+    train, v, t = split.leave_k_out(X, k=k, random_state=seed, val_k=val_k, exclude_top=top)
     _check_partition(X, (train, v, t))
     banned = set() if top is None else set(_top_items(X, top).tolist())
     for u in range(X.shape[0]):
@@ -178,7 +178,7 @@ def test_leave_k_out(seed, k, val_k, top):
         ({"test": "0.2"}, TypeError, "test must be a real number"),
         ({"exclude_top": -1}, ValueError, "exclude_top"),
         ({"exclude_top": 2.5}, TypeError, "exclude_top"),
-        ({"seed": "x"}, TypeError, "^seed must be None"),
+        ({"random_state": "x"}, TypeError, "^random_state must be None"),
     ],
 )
 def test_holdout_bad_parameters(kwargs, exc, match):

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from recsys_ltr._threads import check_num_threads
 from recsys_ltr._validation import (
     check_feedback,
     check_ids,
-    check_num_threads,
     check_positive_int,
     check_random_state,
     check_real,

@@ -3,7 +3,7 @@
 >>> from recsys_ltr import datasets
 >>> datasets.available()                      # registered sets present in the data directory
 >>> data = datasets.load("movielens-100k")    # -> recsys_ltr.Interactions
->>> toy = datasets.make_synthetic(seed=0)     # no files needed
+>>> toy = datasets.make_synthetic(random_state=0)  # no files needed
 
 See ``datasets/README.md`` at the top of the repository for where each set comes from, its
 terms of use, and where to put the files (``$RECSYS_LTR_DATA``).
@@ -20,6 +20,7 @@ from ._registry import (
     resolve_data_dir,
     search_dirs,
 )
+from .letor import load_letor
 from .loaders import available, list_datasets, load, load_presplit
 from .synthetic import make_synthetic
 
@@ -40,12 +41,3 @@ __all__ = [
     "resolve_data_dir",
     "search_dirs",
 ]
-
-
-def __getattr__(name):
-    # Lazy: the LTR reader imports scikit-learn's svmlight parser.
-    if name == "load_letor":
-        from .letor import load_letor
-
-        return load_letor
-    raise AttributeError(f"module 'recsys_ltr.datasets' has no attribute {name!r}")

@@ -29,6 +29,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+import pooch
+
 from .._progress import progress_enabled
 from .._validation import check_bool
 
@@ -283,16 +285,12 @@ def _valid(path: Path, sha: str) -> bool:
 
 def _downloader(progress: bool):
     """pooch's HTTP(S) downloader (the network boundary: tests replace it)."""
-    import pooch
-
     return pooch.HTTPDownloader(progressbar=progress, timeout=60, headers={"User-Agent": "recsys_ltr"})
 
 
 def _retrieve(url: str, sha, fname: str, path: Path, progress: bool, processor=None):
     """``pooch.retrieve`` into ``path/fname``; a failed transfer raises ``OSError`` (requests'
     errors are ``OSError``), a checksum mismatch ``ValueError`` (the bytes are then discarded)."""
-    import pooch
-
     known = None if sha is None else f"sha256:{sha}"
     return pooch.retrieve(url, known, fname=fname, path=path, processor=processor, downloader=_downloader(progress))
 
@@ -312,8 +310,6 @@ def _fetch_files(source, wanted, verify, tmp, progress, errors) -> dict[str, Pat
 def _fetch_zip(source, wanted, verify, tmp, progress, errors) -> dict[str, Path]:
     """The wanted files of a zip archive, fetched and unpacked by pooch into ``tmp``, each
     checked against its sha256; failures are appended to ``errors``."""
-    import pooch
-
     prefix = source.get("prefix", "")
     unzip = pooch.Unzip(members=[prefix + f for f in wanted], extract_dir="unpacked")
     try:

@@ -1,6 +1,6 @@
 """A seeded generator of implicit feedback with power-law popularity and latent structure.
 
-The model (all draws from one ``numpy.random.Generator`` seeded by ``seed``):
+The model (all draws from one ``numpy.random.Generator`` seeded by ``random_state``):
 
 * item popularity: a random permutation gives each item a popularity rank ``r_i = 0, 1, ...``
   and a bias ``b_i = -popularity_exponent * log(1 + r_i)``, so that without latent structure
@@ -39,7 +39,7 @@ def make_synthetic(
     n_factors=8,
     density=0.02,
     popularity_exponent=1.0,
-    seed=0,
+    random_state=0,
     factor_scale=1.0,
     activity_sigma=0.5,
     return_params=False,
@@ -56,7 +56,7 @@ def make_synthetic(
         Target fraction of positive pairs.
     popularity_exponent : float >= 0
         Zipf exponent of item popularity (0: no popularity bias).
-    seed : None, int or numpy.random.Generator
+    random_state : None, int or numpy.random.Generator
     factor_scale : float >= 0
         Strength of the latent (personal) structure relative to popularity.
     activity_sigma : float >= 0
@@ -76,7 +76,7 @@ def make_synthetic(
     popularity_exponent = check_real(popularity_exponent, "popularity_exponent", low=0.0)
     factor_scale = check_real(factor_scale, "factor_scale", low=0.0)
     activity_sigma = check_real(activity_sigma, "activity_sigma", low=0.0)
-    rng = check_random_state(seed, "seed")
+    rng = check_random_state(random_state, "random_state")
 
     rank = rng.permutation(n_items)
     bias = -popularity_exponent * np.log1p(rank)

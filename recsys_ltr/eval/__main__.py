@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
 def load_data(name: str, data_dir):
     if name == "synthetic":
         # Strong enough latent structure that personalised models beat popularity.
-        return datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, seed=0)
+        return datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, random_state=0)
     return datasets.load(name, data_dir=data_dir)
 
 
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
             folds=args.folds,
             protocol=protocol,
             exclude_top=args.exclude_top,
-            seed=args.seed,
+            random_state=args.seed,
             budget=args.budget,
             k=args.k,
             executor=executor,

@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+
+from ..febr import FEBR, AffinityFEBR
+from ..febr.bases import AUTO_BASES
+from ..models import ALS, BPR, EASE, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
 @dataclass(frozen=True)
@@ -80,15 +85,9 @@ class Method:
         }
 
 
-def _model(class_name, **fixed):
-    """Factory for a ``recsys_ltr.models`` class, imported on first use."""
-
-    def build(**params):
-        import recsys_ltr.models as models
-
-        return getattr(models, class_name)(**fixed, **params)
-
-    return build
+def _model(cls, **fixed):
+    """Factory of a recommender class with ``fixed`` parameters."""
+    return partial(cls, **fixed)
 
 
 #: Neighbourhood sizes of the dissertation's grid (sec. 4.7.3) and a quick subset.
@@ -103,10 +102,10 @@ def _both(quick, paper):
     return {"quick": quick, "paper": paper}
 
 
-def _knn(name, class_name, group, description, k_axis, **fixed):
+def _knn(name, cls, group, description, k_axis, **fixed):
     return Method(
         name,
-        _model(class_name, **fixed),
+        _model(cls, **fixed),
         "k",
         _both(K_QUICK, K_PAPER),
         group=group,
@@ -117,12 +116,16 @@ def _knn(name, class_name, group, description, k_axis, **fixed):
 
 # fsSLIM: l1 = l2 in {10, 1, 0.1} (sec. 4.7.3), default 1 first.
 _SLIM_SECONDARY = tuple({"l1": r, "l2": r} for r in (1.0, 10.0, 0.1))
-# FEBR: lam in {1e-4, ..., 1e-1} (sec. 4.7.3), at most 2e6 samples, early stopping; the quick
-# budget spends less on training and evaluates early stopping on 1000 validation users.
-_FEBR_SECONDARY = _both(({"lam": 1e-3}, {"lam": 1e-2}), tuple({"lam": v} for v in (1e-3, 1e-4, 1e-2, 1e-1)))
+# FEBR: regularization (the dissertation's lambda) in {1e-4, ..., 1e-1} (sec. 4.7.3), at most 2e6
+# samples, early stopping; the quick budget spends less on training and evaluates early stopping on
+# 1000 validation users.
+_FEBR_SECONDARY = _both(
+    ({"regularization": 1e-3}, {"regularization": 1e-2}),
+    tuple({"regularization": v} for v in (1e-3, 1e-4, 1e-2, 1e-1)),
+)
 _FEBR_FIXED = _both(
-    {"iterations": 1_000_000, "eval_every": 50_000, "early_stopping": 2, "validation_users": 1000},
-    {"iterations": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
+    {"max_iter": 1_000_000, "eval_every": 50_000, "early_stopping": 2, "validation_users": 1000},
+    {"max_iter": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
 )
 # WRMF: the dissertation varies Hu et al.'s a in c = 1 + a r over {1, 0.1, 0.01, 0.001}, implicit's
 # alpha = 1 + a (models.ALS).  implicit's penalty is not scaled by counts, so the quick grid also
@@ -153,24 +156,24 @@ _SIDES = {"i": ("item", (1,)), "u": ("user", (0,)), "iu": ("both", (0, 1))}
 
 
 def _febr_slim_secondary(budget):
-    """FEBR's lam crossed with SLIM's l1 = l2 grid: the features come from the same tuned affinity
-    as the SLIM row, so that the starting point (Theorem 4.3) is the tuned SLIM."""
+    """FEBR's regularization crossed with SLIM's l1 = l2 grid: the features come from the same tuned
+    affinity as the SLIM row, so that the starting point (Theorem 4.3) is the tuned SLIM."""
     slim = _SLIM_SECONDARY if budget == "paper" else _SLIM_SECONDARY[:2]
-    return tuple({**lam, "affinity_params": reg} for reg in slim for lam in _FEBR_SECONDARY[budget])
+    return tuple({**febr, "affinity_params": reg} for reg in slim for febr in _FEBR_SECONDARY[budget])
 
 
-#: The base methods that FEBR-stack / FEBR-rerank stack: the strong simple models of the table.
-STACK_ON = ("EASE", "ALS", "RP3beta", "SLIM", "KUNN", "user-p", "item-p")
+#: The base methods that FEBR-stack / FEBR-rerank stack: FEBR's default bases (one list), tuned as rows of the table.
+STACK_ON = tuple(name for name, _, _ in AUTO_BASES)
 _STACK_FIXED = _both(
-    {"iterations": 1_000_000, "eval_every": 50_000, "early_stopping": 3, "validation_users": 2000},
-    {"iterations": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
+    {"max_iter": 1_000_000, "eval_every": 50_000, "early_stopping": 3, "validation_users": 2000},
+    {"max_iter": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
 )
 
 
 def _febr_stacked(name, scorer, secondary, description):
     return Method(
         name,
-        _model("FEBR", scorer=scorer),
+        _model(FEBR, scorer=scorer),
         secondary=secondary,
         fixed=_STACK_FIXED,
         group="stacked",
@@ -187,7 +190,7 @@ def _febr(side, affinity):
     secondary = _FEBR_SECONDARY if affinity != "SLIM" else {b: _febr_slim_secondary(b) for b in _FEBR_SECONDARY}
     return Method(
         f"FEBR{side}-{affinity}",
-        _model("FEBR", bases=None, affinity=kind, side=side_name, holdout=0.0, validation_fraction=0.0),
+        _model(AffinityFEBR, affinity=kind, side=side_name, holdout=0.0, validation_fraction=0.0),
         "k",
         _both((50, 100), K_PAPER),
         secondary,
@@ -203,11 +206,11 @@ def _febr(side, affinity):
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (  # the rows of Tables 4.3 / 4.4, then the extra anchors
-        _knn("item-p", "ItemKNN", "cosine", "item-based cosine KNN (aggsum of item affinities)", (1,)),
-        _knn("user-p", "UserKNN", "cosine", "user-based cosine KNN", (0,)),
+        _knn("item-p", ItemKNN, "cosine", "item-based cosine KNN (aggsum of item affinities)", (1,)),
+        _knn("user-p", UserKNN, "cosine", "user-based cosine KNN", (0,)),
         Method(
             "SLIM",
-            _model("SLIM"),
+            _model(SLIM),
             "k",
             _both((50, 100), K_PAPER),
             _both(_SLIM_SECONDARY[:2], _SLIM_SECONDARY),
@@ -215,10 +218,10 @@ METHODS: dict[str, Method] = {
             description="fsSLIM (Ning & Karypis 2011) on cosine neighbourhoods",
             k_axis=(1,),
         ),
-        _knn("KUNN", "KUNN", "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
+        _knn("KUNN", KUNN, "KUNN", "KUNN, Eq. (4.4)", (0, 1), side="both"),
         Method(
             "RP3beta",
-            _model("RP3beta"),
+            _model(RP3beta),
             "k",
             _both(K_QUICK, K_PAPER),
             _RP3BETA_SECONDARY,
@@ -226,12 +229,12 @@ METHODS: dict[str, Method] = {
             description="RP3β (Paudel et al. 2017) as in Dacrema et al. (2019): popularity-discounted 3-step walk",
             k_axis=(1,),
         ),
-        _knn("KUNN-i", "KUNN", "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
-        _knn("KUNN-u", "KUNN", "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
+        _knn("KUNN-i", KUNN, "KUNN", "item-p over the KUNN item affinity, Eq. (4.5)", (1,), side="item"),
+        _knn("KUNN-u", KUNN, "KUNN", "user-p over the KUNN user affinity, Eq. (4.6)", (0,), side="user"),
         # Paper grids: the dissertation's (BPR's four regularisers share one value here).
         Method(
             "BPR",
-            _model("BPR"),
+            _model(BPR),
             "factors",
             _both(FACTORS_QUICK, FACTORS_PAPER),
             _both(
@@ -243,21 +246,21 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "ALS",
-            _model("ALS"),
+            _model(ALS),
             "factors",
             _both(FACTORS_QUICK, FACTORS_PAPER),
             _ALS_SECONDARY,
             description="WRMF (Hu et al. 2008), implicit's ALS",
             seeded=True,
         ),
-        Method("popularity", _model("Popularity"), description="global item popularity in train"),
+        Method("popularity", _model(Popularity), description="global item popularity in train"),
         *(_febr(side, aff) for aff in ("cos", "KUNN") for side in ("i", "u", "iu")),
         _febr("i", "SLIM"),
         _febr_stacked(
             "FEBR-stack",
             "linear",
-            _both(({"lam": 1e-4},), ({"lam": 1e-4}, {"lam": 1e-3}, {"lam": 1e-2})),
-            "FEBR over the tuned EASE, ALS, RP3β, SLIM, KUNN, user-p, item-p (leak-free stacking), OPT-ADG",
+            _both(({"regularization": 1e-4},), tuple({"regularization": v} for v in (1e-4, 1e-3, 1e-2))),
+            "FEBR over its default bases tuned as rows of the table (leak-free stacking), OPT-ADG",
         ),
         _febr_stacked(
             "FEBR-rerank",
@@ -267,20 +270,20 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "LightFM",
-            _model("LightFMWARP"),
-            "no_components",
+            _model(LightFMWARP),
+            "factors",
             _both((20, 50), FACTORS_PAPER),
             _both(
-                ({"item_alpha": 0.0, "user_alpha": 0.0}, {"item_alpha": 1e-5, "user_alpha": 1e-5}),
-                tuple({"item_alpha": v, "user_alpha": v} for v in (0.0, 1e-6, 1e-5, 1e-4)),
+                ({"regularization": 0.0}, {"regularization": 1e-5}),
+                tuple({"regularization": v} for v in (0.0, 1e-6, 1e-5, 1e-4)),
             ),
             description="LightFM WARP (optional extra: the lightfm module)",
             seeded=True,
         ),
         Method(
             "EASE",
-            _model("EASE"),
-            "lam",
+            _model(EASE),
+            "regularization",
             _both((100.0, 500.0, 2000.0), _EASE_PAPER),
             description="EASE (Steck 2019): closed form, or its sparse approximation on large catalogues",
             threaded=False,

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from scipy import stats
 
 from recsys_ltr.eval.methods import METHODS
@@ -186,11 +189,7 @@ BEST_COLOUR, OTHER_COLOUR = "tab:orange", "tab:blue"
 
 def plot_metric(summary: pd.DataFrame, metric: str, path, title: str = "", error: str = "standard error") -> Path:
     """Bar chart of one metric's means with ``error`` bars, as PNG (:func:`metric_figure`)."""
-    import matplotlib.pyplot as plt
-
-    fig = metric_figure(summary, metric, title, error)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    metric_figure(summary, metric, title, error).savefig(path, dpi=110)
     return Path(path)
 
 
@@ -199,19 +198,15 @@ def metric_figure(summary: pd.DataFrame, metric: str, title: str = "", error: st
 
     The y-axis starts at 0 (bar lengths compare), each bar is labelled with its mean, the best mean
     is highlighted and a legend says what the colours and error bars are; the title is wrapped to
-    the figure's width.
+    the figure's width (matplotlib's object API on an Agg canvas: no pyplot state, no display).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
     rows = summary.dropna(subset=[metric])
     means, errors = rows[metric].to_numpy(), rows[f"{metric} se"].fillna(0).to_numpy()
     best = np.isclose(means, means.max()) if len(means) else np.zeros(0, bool)
     width = max(5.0, 0.45 * len(rows) + 1.5)
-    fig, ax = plt.subplots(figsize=(width, 4.4))
+    fig = Figure(figsize=(width, 4.4))
+    FigureCanvasAgg(fig)  # rendered by Agg: PNG files, no display
+    ax = fig.subplots()
     x = np.arange(len(rows))
     ax.bar(x, means, yerr=errors, color=np.where(best, BEST_COLOUR, OTHER_COLOUR), capsize=3)
     top = float((means + errors).max()) if len(means) else 1.0

@@ -25,11 +25,10 @@ from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from recsys_ltr import split
 from recsys_ltr._io import atomic_write
-from recsys_ltr._progress import progress_enabled
+from recsys_ltr._progress import progress, progress_write
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
@@ -495,7 +494,7 @@ def run_experiment(
     val=0.1,
     test=0.2,
     exclude_top=100,
-    seed=0,
+    random_state=0,
     budget="quick",
     k=10,
     jobs=None,
@@ -505,7 +504,8 @@ def run_experiment(
     show_progress=None,
     executor=None,
 ) -> Experiment:
-    """Run every method on ``folds`` seeded splits of ``X``, one task per (method, fold) unit.
+    """Run every method on ``folds`` splits of ``X`` seeded by ``random_state``, one task per
+    (method, fold) unit.
 
     The units run on ``executor`` (``unit_executor``: in this process by default, in ``jobs``
     local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
@@ -523,7 +523,7 @@ def run_experiment(
     executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
-    splits = list(split.folds(X, n_folds=folds, val=val, test=test, seed=seed, exclude_top=exclude_top))
+    splits = list(split.folds(X, n_folds=folds, val=val, test=test, random_state=random_state, exclude_top=exclude_top))
     cache, contexts = None, {}
     if cache_dir is not None:
         cache = UnitCache(
@@ -533,7 +533,7 @@ def run_experiment(
             data=data_fingerprint(X),
             protocol=protocol,
             budget=budget,
-            seed=seed,
+            seed=random_state,
             val=val,
             test=test,
             exclude_top=exclude_top,
@@ -542,8 +542,8 @@ def run_experiment(
         )
     units = [(name, fold) for fold in range(folds) for name in methods]
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
-    bar = tqdm(total=len(units), desc=f"{dataset} {protocol}", unit="run", disable=not progress_enabled(show_progress))
-    arguments = _UnitArguments(splits, budget, k, seed, None, cache, read_cache, contexts)
+    bar = progress(show_progress, total=len(units), desc=f"{dataset} {protocol}", unit="run")
+    arguments = _UnitArguments(splits, budget, k, random_state, None, cache, read_cache, contexts)
     outcomes, computed, reported = {}, [], set()
     with bar, _UnitRunner(executor, jobs) as runner:
         for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
@@ -562,7 +562,7 @@ def run_experiment(
                 if isinstance(outcome, Skipped):
                     if outcome.method not in reported:
                         reported.add(outcome.method)
-                        tqdm.write(f"skipped {outcome.method}: {outcome.reason}", file=sys.stderr)
+                        progress_write(f"skipped {outcome.method}: {outcome.reason}")
                 elif cache:
                     cache.store(outcome)
                 bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")

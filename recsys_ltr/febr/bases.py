@@ -2,7 +2,8 @@
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick -- EASE
 (catalogues up to EASE's ``dense_max_items``), ALS, RP3β, KUNN, user-p and item-p -- each with a small
-grid of its main hyper-parameters.  The grid is searched leak-free: every setting is fitted on the
+grid of its main hyper-parameters.  :data:`AUTO_BASES` is the one list of default bases: the command
+line's stacked methods stack its tuned rows.  The grid is searched leak-free: every setting is fitted on the
 feature part ``F`` of the training matrix and ranked by its ADG on the label part ``L`` (the
 held-out positives that the features are trained to predict); the winner's ``F``-fit makes the
 training features and its setting is refitted on all of ``X`` for prediction.  Neighbourhood
@@ -16,10 +17,11 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import clone
 
-from ..metrics import evaluate_checked
+from ..metrics import evaluate_trusted
 from ..models import ALS, EASE, KUNN, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..models.neighborhood import PrefixK
+from ..split import sample_users
 
 __all__ = ["AUTO_BASES", "BaseSpec", "fit_base", "resolve_bases", "reuse_or_fit"]
 
@@ -37,7 +39,7 @@ class BaseSpec(NamedTuple):
 #: of the positives (implicit's penalty is unscaled, sec. "Noticed" of the eval results); RP3β's
 #: popularity discount is the hyper-parameter it is most sensitive to.
 AUTO_BASES = (
-    ("EASE", EASE(), tuple({"lam": v} for v in (500.0, 100.0, 2000.0))),
+    ("EASE", EASE(), tuple({"regularization": v} for v in (500.0, 100.0, 2000.0))),
     ("ALS", ALS(), tuple({"regularization": r, "alpha": a} for r, a in ((10.0, 10.0), (100.0, 10.0), (1.0, 2.0)))),
     ("RP3beta", RP3beta(), tuple({"beta": b} for b in (0.5, 0.3, 0.7))),
     ("KUNN", KUNN(), tuple({"k": k} for k in (100, 50, 200))),
@@ -74,13 +76,11 @@ def fit_base(spec: BaseSpec, F, L, n_eval_users, rng) -> Recommender:
     """The base fitted on the feature part ``F``: its template, or the setting of its grid with the
     best ADG on the labels ``L`` (at most ``n_eval_users`` label users)."""
     if not spec.grid:
-        return clone(spec.template).fit(F)
-    users = np.flatnonzero(np.diff(L.indptr) > 0)
-    if n_eval_users is not None and users.size > n_eval_users:
-        users = np.sort(rng.choice(users, n_eval_users, replace=False))
+        return clone(spec.template)._fit_trusted(F)
+    users = sample_users(L, n_eval_users, rng)
     best, best_adg = None, -np.inf
     for model in _candidates(spec, F):
-        adg = evaluate_checked(model.score, F, L, None, ["ADG"], users=users, num_threads=model.num_threads)["ADG"]
+        adg = evaluate_trusted(model, F, L, None, ["ADG"], users=users, num_threads=model.num_threads)["ADG"]
         if adg > best_adg:
             best, best_adg = model, adg
     return best
@@ -91,11 +91,11 @@ def _candidates(spec, F):
     template = spec.template
     if isinstance(template, PrefixK) and all(set(g) == {"k"} for g in spec.grid):
         ks = [g["k"] for g in spec.grid]
-        widest = clone(template).set_params(k=max(ks)).fit(F)
+        widest = clone(template).set_params(k=max(ks))._fit_trusted(F)
         yield from (widest if k == max(ks) else widest.with_k(k) for k in ks)
         return
     for setting in spec.grid:
-        yield clone(template).set_params(**setting).fit(F)
+        yield clone(template).set_params(**setting)._fit_trusted(F)
 
 
 def reuse_or_fit(spec: BaseSpec, params: dict, X) -> Recommender:
@@ -104,4 +104,4 @@ def reuse_or_fit(spec: BaseSpec, params: dict, X) -> Recommender:
     fitted = spec.fitted
     if fitted is not None and fitted.user_items_.shape == X.shape and (fitted.user_items_ != X).nnz == 0:
         return fitted
-    return clone(spec.template).set_params(**params).fit(X)
+    return clone(spec.template).set_params(**params)._fit_trusted(X)

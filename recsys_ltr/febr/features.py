@@ -22,16 +22,18 @@ Two computations of the same features:
   parallel over the users of a batch, one ``n``-sized scratch per thread chunk;
 * **one pair** (training, inside the sampler's ``score_fn``): iterate ``KNN_k(i)`` and test
   each neighbour's membership in ``O+_u`` (user side: iterate ``KNN_k(u)`` and test ``i in O+_v``),
-  ``O(k)`` per pair with a bitset of ``X`` (``m ceil(n/64)`` words, used up to 1 GiB), else
+  ``O(k)`` per pair with a bitset of ``X`` (``m ceil(n/64)`` words, used up to
+  :data:`recsys_ltr._memory.MATRIX_BYTES`), else
   ``O(k log |O+|)`` by binary search in the sorted rows.
 
 The two paths agree up to floating-point rounding (they add in different orders).
 
 Standardisation (z-scoring).  :meth:`FeatureExtractor.statistics` returns the mean and standard
-deviation of every feature over **all** ``m x n`` (user, item) pairs of the training matrix (every
-user, every item, training positives included), computed exactly: pairs with an empty active set
-all have the features ``(0, ..., 0, b=1)``, so only the ``O(nnz k)`` non-missing pairs are visited.
-A feature with zero variance gets scale 1.
+deviation of every feature over the ``n`` items of the given users (training positives included;
+default every user), computed exactly: pairs with an empty active set all have the features
+``(0, ..., 0, b=1)``, so only the ``O(nnz k)`` non-missing pairs are visited.  A feature with zero
+variance gets scale 1.  :class:`~recsys_ltr.febr.AffinityFEBR` takes them over a fixed sample of
+evenly spaced users (:data:`~recsys_ltr.febr.training.STAT_USERS`): scaling is only a preconditioner.
 """
 
 from __future__ import annotations
@@ -40,8 +42,16 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_num_threads, check_sparse, numba_threads
-from ..neighbors.affinity import Affinity, _cosine_affinity, _kunn_affinity, _rp3beta_affinity, _slim_affinity
+from .. import _memory
+from .._threads import check_num_threads, numba_threads
+from .._validation import INDEX_DTYPE, check_feedback, check_ids, check_sparse
+from ..neighbors.affinity import (
+    Affinity,
+    cosine_affinity_trusted,
+    kunn_affinity_trusted,
+    rp3beta_affinity_trusted,
+    slim_affinity_trusted,
+)
 from ..neighbors.knn import check_k
 from ..neighbors.rp3beta import check_rp3beta_params
 from ..neighbors.slim import check_slim_params
@@ -68,7 +78,6 @@ AFFINITIES = ("cosine", "kunn", "slim", "rp3beta")
 _ITEM_ONLY = {"slim": "SLIM", "rp3beta": "RP3β"}  # kinds without a user-side affinity
 _W = len(AGGREGATORS)  # features per side
 _STAT_CHUNKS = 64  # fixed chunking: statistics do not depend on the thread count
-_BITSET_BYTES = 2**30  # per-pair membership by a bitset of X up to this size, else binary search
 
 
 # ------------------------------------------------------------------------------------------
@@ -357,15 +366,15 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
             if affinity == "slim":
                 full = _affinity_params(params, {"l1": 1.0, "l2": 1.0, "max_iter": 100, "tol": 1e-4}, affinity)
                 l1, l2, max_iter, tol = check_slim_params(full["l1"], full["l2"], full["max_iter"], full["tol"])
-                out[s] = _slim_affinity(X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads)
+                out[s] = slim_affinity_trusted(X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads)
             elif affinity == "rp3beta":
                 full = _affinity_params(params, {"alpha": 1.0, "beta": 0.5}, affinity)
                 alpha, beta = check_rp3beta_params(full["alpha"], full["beta"])
-                out[s] = _rp3beta_affinity(X, k, alpha, beta, num_threads)
+                out[s] = rp3beta_affinity_trusted(X, k, alpha, beta, num_threads)
             else:
                 if params:
                     raise TypeError(f"the {affinity} affinity takes no affinity_params, got {sorted(params)}")
-                build = _cosine_affinity if affinity == "cosine" else _kunn_affinity
+                build = cosine_affinity_trusted if affinity == "cosine" else kunn_affinity_trusted
                 out[s] = build(X, k, s, num_threads)
         return out["item"], out["user"]
     given = affinity if isinstance(affinity, (tuple, list)) else (affinity,)
@@ -439,7 +448,7 @@ class FeatureExtractor:
         self.n_features = len(self.feature_names)
         self._sides = np.array([item_affinity is not None, user_affinity is not None, self.k], np.float64)
         words = -(-n // 64)
-        bits = np.zeros((m, words) if m * words * 8 <= _BITSET_BYTES else (0, 0), np.uint64)
+        bits = np.zeros((m, words) if m * words * 8 <= _memory.MATRIX_BYTES else (0, 0), np.uint64)
         if bits.size:
             _fill_bits(self.X.indptr, self.X.indices, bits)
         self.state = (self.X.indptr, self.X.indices, *_parts(self._item), *_parts(self._user), self._sides, bits)

@@ -36,11 +36,13 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .. import _topk
+from .._memory import rows_per_block
 from .._validation import INDEX_DTYPE
 
 __all__ = [
     "BaseFeatures",
     "Pool",
+    "base_scores",
     "build_pool",
     "candidate_moments",
     "concatenate_pools",
@@ -50,7 +52,7 @@ __all__ = [
     "moments",
     "n_features",
     "pool_relevance",
-    "sample_users",
+    "stacked_scores",
     "user_blocks",
     "z_column",
 ]
@@ -81,6 +83,18 @@ class Pool(NamedTuple):
     phi: np.ndarray  #: (nnz, n_features) float64
     label: np.ndarray  #: (nnz,) bool
 
+    def groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(phi, label, sizes)`` for LightGBM: the rows grouped per query (empty ones left out)."""
+        sizes = np.diff(self.indptr)
+        return self.phi, self.label, sizes[sizes > 0]
+
+    def statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation of every feature over the pool (a spread of 0 gives 1)."""
+        mean = self.phi.mean(axis=0)
+        scale = self.phi.std(axis=0)
+        scale[scale <= 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0
+        return mean, scale
+
 
 def n_features(n_bases: int) -> int:
     """Number of stacked features of ``n_bases`` bases."""
@@ -99,8 +113,8 @@ def feature_names(base_names) -> list[str]:
 
 def user_blocks(n_users: int, n_items: int, n_bases: int):
     """Slices of users whose dense score blocks (``n_bases`` of ``B x n_items`` floats) stay under
-    :data:`recsys_ltr._topk.BLOCK_FLOATS`."""
-    step = max(1, _topk.BLOCK_FLOATS // max(1, n_items * n_bases))
+    :data:`recsys_ltr._memory.BLOCK_BYTES`."""
+    step = rows_per_block(8 * n_items * n_bases)
     return [slice(lo, min(n_users, lo + step)) for lo in range(0, n_users, step)]
 
 
@@ -191,7 +205,7 @@ def _is_listed(top, i):
 # ------------------------------------------------------------------------------ statistics
 def context_statistics(bases, X, users) -> BaseFeatures:
     """:class:`BaseFeatures` of fitted ``bases`` in the context of their training matrix ``X``
-    (moments of each base over the candidates of ``users``, e.g. :func:`sample_users`)."""
+    (moments of each base over the candidates of ``users``, e.g. :func:`recsys_ltr.split.sample_users`)."""
     nb = len(bases)
     n_items = X.shape[1]
     sums, sq, count = np.zeros(nb), np.zeros(nb), 0.0
@@ -201,7 +215,7 @@ def context_statistics(bases, X, users) -> BaseFeatures:
         n_cand = n_items - np.diff(rows.indptr)
         count += float(n_cand.sum())
         for b, base in enumerate(bases):
-            S = _scores(base, ids)
+            S = base_scores(base, rows, ids)
             mu, sigma = candidate_moments(S, rows.indptr, rows.indices)
             sums[b] += float(np.sum(mu * n_cand))
             sq[b] += float(np.sum((sigma**2 + mu**2) * n_cand))
@@ -218,14 +232,16 @@ def _spread(v) -> float:
     return sd if sd > 0 else 1.0
 
 
-def sample_users(X, size=1000) -> np.ndarray:
-    """At most ``size`` evenly spaced users with interactions (a fixed sample for statistics)."""
-    users = np.flatnonzero(np.diff(X.indptr) > 0)
-    return users[np.unique(np.linspace(0, users.size - 1, min(users.size, size)).astype(np.int64))]
+def base_scores(base, rows, ids, recalculate=False) -> np.ndarray:
+    """Dense float64 scores of a fitted base for the users ``ids`` whose interactions are the
+    canonical CSR ``rows``: the one route by which FEBR scores a base, in training and prediction
+    (trusted inputs: nothing is checked again)."""
+    return np.ascontiguousarray(base._score_rows(rows, ids, recalculate), dtype=np.float64)
 
 
-def _scores(base, ids) -> np.ndarray:
-    return np.ascontiguousarray(base.score(ids), dtype=np.float64)
+def stacked_scores(bases, rows, ids, recalculate=False) -> np.ndarray:
+    """``(B, n_bases, n_items)`` scores of every base for a block of users (:func:`base_scores`)."""
+    return np.stack([base_scores(b, rows, ids, recalculate) for b in bases], axis=1)
 
 
 # ------------------------------------------------------------------------------ pools
@@ -250,7 +266,7 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
     for block in user_blocks(users.size, n_items, nb):
         ids = users[block]
         rows = X[ids]
-        S = np.stack([_scores(base, ids) for base in bases], axis=1)  # (B, nb, n)
+        S = stacked_scores(bases, rows, ids)  # (B, nb, n)
         excluded = rows if exclude_known else sp.csr_matrix(rows.shape)
         items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, excluded)
         keep = np.arange(items.shape[1])[None, :] < block_counts[:, None]

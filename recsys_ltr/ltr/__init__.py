@@ -7,12 +7,25 @@
 * :class:`LambdaMART` -- LightGBM's lambdarank behind the same interface (optional ``lightgbm``).
 * :class:`RankBlend` -- weighted blend of rankers' per-query standardised scores, weights chosen
   on held-out queries.
+* :class:`LGMMLAffinity` -- L-GMML on item content: an item affinity for cold-start items, learned
+  on co-consumption (:mod:`recsys_ltr.ltr.content`).
 """
 
 from ._base import QueryRanker, check_query_data
+from .content import LGMMLAffinity
 from .ensemble import LambdaMART, RankBlend
 from .lgmml import LGMML
 from .listwise import ListMLE, ListNet
 from .rpcmtl import RPCMTL
 
-__all__ = ["LGMML", "RPCMTL", "LambdaMART", "ListMLE", "ListNet", "QueryRanker", "RankBlend", "check_query_data"]
+__all__ = [
+    "LGMML",
+    "RPCMTL",
+    "LGMMLAffinity",
+    "LambdaMART",
+    "ListMLE",
+    "ListNet",
+    "QueryRanker",
+    "RankBlend",
+    "check_query_data",
+]

@@ -1,8 +1,8 @@
 """LightGBM's LambdaMART behind the query-document interface, and blends of query-document rankers.
 
 * :class:`LambdaMART` trains LightGBM's ``lambdarank`` objective (optional dependency:
-  ``pip install "recsys-ltr[lightgbm]"``) through :func:`recsys_ltr.febr.rerank.fit_lambdamart`
-  and keeps the trees as arrays (:class:`recsys_ltr.febr.rerank.Trees`), so that it takes
+  ``pip install "recsys-ltr[lightgbm]"``) through :func:`recsys_ltr.ltr.trees.fit_lambdamart`
+  and keeps the trees as arrays (:class:`recsys_ltr.ltr.trees.Trees`), so that it takes
   ``fit(X, y, qid)`` / ``predict(X, qid)`` and a saved model predicts without LightGBM.
 * :class:`RankBlend` scores ``Σ_m w_m z_m(x)`` where ``z_m`` is member ``m``'s score standardised
   within each query (mean 0, deviation 1; a query on which a member is constant gets 0), so that
@@ -17,11 +17,12 @@ import itertools
 import numpy as np
 from sklearn.base import clone
 
-from .._io import _REGISTRY, Persistable
-from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
-from ..febr.rerank import Trees, fit_lambdamart, predict_trees
+from .._io import Persistable
+from .._threads import check_num_threads, numba_threads
+from .._validation import check_positive_int, check_random_state, check_real
 from ..query_metrics import ndcg_at_k
 from ._base import QueryRanker, check_query_data
+from .trees import Trees, fit_lambdamart, predict_trees
 
 __all__ = ["LambdaMART", "RankBlend", "standardize_per_query"]
 
@@ -69,7 +70,7 @@ class LambdaMART(Persistable, QueryRanker):
 
     Attributes
     ----------
-    trees_ : recsys_ltr.febr.rerank.Trees
+    trees_ : recsys_ltr.ltr.trees.Trees
         The trained trees as arrays.
     n_features_in_ : int
     """
@@ -186,6 +187,7 @@ class RankBlend(Persistable, QueryRanker):
     """
 
     _state_attributes = ("weights_",)
+    _nested = ("estimators", "estimators_", "member", QueryRanker)
 
     def __init__(self, estimators, weights=None, grid_steps=10, k=10):
         self.estimators = estimators
@@ -243,44 +245,14 @@ class RankBlend(Persistable, QueryRanker):
 
     # ------------------------------------------------------------------ persistence
     def _saved_params(self):
-        """Members are saved as ``{"class", "params"}`` with their state under ``member<j>__``."""
-        members = []
+        """Members are saved as ``{"class", "params"}`` with their state under ``member<j>__``
+        (the persistence layer's nested estimators)."""
         for est in self.estimators_:
             if not isinstance(est, Persistable):
                 raise TypeError(f"cannot save a blend member of type {type(est).__name__}")
-            members.append({"class": type(est).__name__, "params": est._saved_params()})
         params = super()._saved_params()
         weights = None if params["weights"] is None else [float(w) for w in params["weights"]]
-        return {**params, "estimators": members, "weights": weights}
-
-    @classmethod
-    def _decode_params(cls, params):
-        members = params.get("estimators")
-        if not isinstance(members, list):
-            raise ValueError("estimators must list the members' classes and parameters")
-        decoded = []
-        for spec in members:
-            member_cls = _REGISTRY.get(spec.get("class")) if isinstance(spec, dict) else None
-            if (
-                member_cls is None
-                or not issubclass(member_cls, QueryRanker)
-                or not isinstance(spec.get("params"), dict)
-            ):
-                raise ValueError(f"estimators holds {spec!r}, not a query ranker's class and parameters")
-            decoded.append(member_cls(**member_cls._decode_params(spec["params"])))
-        return {**params, "estimators": decoded}
-
-    def _saved_state(self):
-        state = super()._saved_state()
-        for j, est in enumerate(self.estimators_):
-            state.update({f"member{j}__{k}": v for k, v in est._saved_state().items() if v is not None})
-        return state
-
-    def _state_names(self):
-        names = super()._state_names()
-        for j, est in enumerate(self.estimators):
-            names += tuple(f"member{j}__{n}" for n in est._state_names())
-        return names
+        return {**params, "weights": weights}
 
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
@@ -288,16 +260,7 @@ class RankBlend(Persistable, QueryRanker):
         w = self.weights_
         if w.shape != (n,) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
             raise ValueError(f"weights_ must be {n} non-negative weights summing to 1")
-        self.estimators_ = []
-        for j, template in enumerate(self.estimators):
-            member = clone(template)
-            member._check_params()
-            prefix = f"member{j}__"
-            sub = {name[len(prefix) :]: v for name, v in state.items() if name.startswith(prefix)}
-            sub_specs = {name[len(prefix) :]: spec for name, spec in specs.items() if name.startswith(prefix)}
-            member._load_state(sub, sub_specs)
-            member._prepare()
-            self.estimators_.append(member)
+        self._load_nested(state, specs)
         dims = {m.n_features_in_ for m in self.estimators_}
         if len(dims) != 1:
             raise ValueError(f"the members were fitted on different numbers of features {sorted(dims)}")

@@ -45,11 +45,11 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
 
 from .._io import Persistable
-from .._progress import progress_enabled
-from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
+from .._progress import progress, progress_enabled
+from .._threads import check_num_threads, numba_threads
+from .._validation import check_positive_int, check_random_state, check_real
 from ..metric_learning._base import check_dense
 from ..metric_learning.gmml import cross_scatter, gmml_components, within_scatter
 from ..query_metrics import _ndcg_one
@@ -178,7 +178,7 @@ class LGMML(Persistable, QueryRanker):
         SGD step ``μ`` of Eq. 21.
     margin : float, default=0.1
         Hinge margin ``ζ`` of Eq. 17-19.
-    n_epochs : int, default=10
+    iterations : int, default=10
         WARP epochs; an epoch draws as many (query, positive) pairs as there are relevant
         training documents.
     max_sampled : int or None, default=None
@@ -211,6 +211,8 @@ class LGMML(Persistable, QueryRanker):
     ``save(path)`` / ``LGMML.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
 
+    _renamed_params = {"n_epochs": "iterations"}  # names in files written before the package's names were unified
+
     def __init__(
         self,
         n_metrics=50,
@@ -225,7 +227,7 @@ class LGMML(Persistable, QueryRanker):
         phi_init=1.0,
         learning_rate=0.05,
         margin=0.1,
-        n_epochs=10,
+        iterations=10,
         max_sampled=None,
         num_threads=1,
         random_state=None,
@@ -243,7 +245,7 @@ class LGMML(Persistable, QueryRanker):
         self.phi_init = phi_init
         self.learning_rate = learning_rate
         self.margin = margin
-        self.n_epochs = n_epochs
+        self.iterations = iterations
         self.max_sampled = max_sampled
         self.num_threads = num_threads
         self.random_state = random_state
@@ -255,7 +257,7 @@ class LGMML(Persistable, QueryRanker):
         check_positive_int(self.n_metrics, "n_metrics")
         check_positive_int(self.queries_per_metric, "queries_per_metric")
         check_positive_int(self.anchor_k, "anchor_k")
-        check_positive_int(self.n_epochs, "n_epochs", minimum=0)
+        check_positive_int(self.iterations, "iterations", minimum=0)
         if self.max_sampled is not None:
             check_positive_int(self.max_sampled, "max_sampled")
         for name in ("regularization", "phi_init", "learning_rate", "margin"):
@@ -295,8 +297,8 @@ class LGMML(Persistable, QueryRanker):
         if usable.size == 0:
             raise ValueError("no query has both a relevant (label > 0) and an irrelevant (label 0) document")
         groups = [np.arange(offsets[q], offsets[q + 1]) for q in usable]
-        steps = self.n_metrics + self.n_epochs
-        with tqdm(total=steps, desc="L-GMML", unit="step", disable=not progress_enabled(self.show_progress)) as bar:
+        steps = self.n_metrics + self.iterations
+        with progress(self.show_progress, total=steps, desc="L-GMML", unit="step") as bar:
             bar.set_postfix_str("local metrics")
             self._fit_local_metrics(Xs, y, groups, rng, threads, bar)
             bar.set_postfix_str("Φ epochs")
@@ -346,7 +348,7 @@ class LGMML(Persistable, QueryRanker):
         n_rows = 1 if self.phi_mode == "shared" else len(groups)
         phi = np.full((n_rows, self.n_metrics), float(self.phi_init))
         self.warp_stats_ = None
-        if self.n_epochs > 0:
+        if self.iterations > 0:
             self.warp_stats_ = _warp_phi(phi, G, y, groups, self, rng, threads, bar)
         return phi
 
@@ -452,7 +454,7 @@ def _warp_phi(phi, G, y, groups, est, rng, threads, bar):
     )
     row = np.zeros(len(groups), dtype=np.int64) if phi.shape[0] == 1 else np.arange(len(groups), dtype=np.int64)
     total = WarpStats(0, 0, 0)
-    for _ in range(int(est.n_epochs)):
+    for _ in range(int(est.iterations)):
         stats = sampler.sgd(
             (phi, G, row), _phi_score, _phi_update, relevant.nnz, float(est.learning_rate), rows={1: "item", 2: "query"}
         )

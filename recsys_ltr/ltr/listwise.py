@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from threadpoolctl import threadpool_limits
 
 from .._io import Persistable
 from .._progress import progress, progress_enabled
 from .._rng import randint, seed_state
-from .._validation import check_num_threads, check_positive_int, check_random_state, check_real, numba_threads
+from .._threads import check_num_threads, limit_threads
+from .._validation import check_positive_int, check_random_state, check_real
 from ._base import QueryRanker
 
 __all__ = ["ListMLE", "ListNet", "listwise_objective", "query_level_norm"]
@@ -169,7 +169,9 @@ def _objective_kernel(X, y, ranked, offsets, task, top, W, loss_kind, lam, alpha
     return total
 
 
-def listwise_objective(W, X, y, ranked, offsets, task, top, loss_kind=LISTMLE, lam=0.0, alpha=0.0):
+def listwise_objective(
+    W, X, y, ranked, offsets, task, top, loss_kind=LISTMLE, mtl_regularization=0.0, regularization=0.0
+):
     """Eq. 10 objective and its gradient with respect to ``W`` (K, d).
 
     List ``l`` owns rows ``ranked[offsets[l]:offsets[l + 1]]``, given in ranked order for
@@ -179,7 +181,8 @@ def listwise_objective(W, X, y, ranked, offsets, task, top, loss_kind=LISTMLE, l
     """
     W = np.ascontiguousarray(W, dtype=np.float64)
     grad = np.empty_like(W)
-    value = _objective_kernel(X, y, ranked, offsets, task, top, W, loss_kind, float(lam), float(alpha), grad)
+    lam, alpha = float(mtl_regularization), float(regularization)
+    value = _objective_kernel(X, y, ranked, offsets, task, top, W, loss_kind, lam, alpha, grad)
     return value, grad
 
 
@@ -243,7 +246,7 @@ SGD_SALT = 0x11
 
 
 def fit_listwise(est, state, X, y, rows, offsets, task, n_tasks, loss_kind, lam):
-    """Run ``est.n_epochs`` SGD epochs from ``W = 0`` drawing from row 0 of ``state`` (made by
+    """Run ``est.iterations`` SGD epochs from ``W = 0`` drawing from row 0 of ``state`` (made by
     ``seed_state(est.random_state, n, salt=SGD_SALT)`` before any other draw, so that learners
     with the same seed draw the same numbers); sets ``est.loss_curve_`` (Eq. 10 after each epoch,
     ties in row order) and returns the weights (n_tasks, d): the last or the averaged iterate."""
@@ -251,12 +254,12 @@ def fit_listwise(est, state, X, y, rows, offsets, task, n_tasks, loss_kind, lam)
     W_avg, n_steps = W.copy(), 0
     ranked = _ranked_stable(rows, offsets, y)
     top = top_lengths(y, rows, offsets, getattr(est, "top_k", None)).astype(np.int64)
-    lr, alpha = float(est.learning_rate), float(est.alpha)
+    lr, alpha = float(est.learning_rate), float(est.regularization)
     curve = []
     threads = check_num_threads(est.num_threads)
-    bar = progress(est.show_progress, total=est.n_epochs, desc=type(est).__name__, unit="epoch")
-    with numba_threads(threads), threadpool_limits(threads, user_api="blas"), bar:
-        for _ in range(est.n_epochs):
+    bar = progress(est.show_progress, total=est.iterations, desc=type(est).__name__, unit="epoch")
+    with limit_threads(threads), bar:
+        for _ in range(est.iterations):
             n_steps = _sgd_epoch(X, y, rows, offsets, task, top, W, W_avg, n_steps, loss_kind, lr, lam, alpha, state)
             value, _ = listwise_objective(
                 W_avg if est.average else W, X, y, ranked, offsets, task, top, loss_kind, lam, alpha
@@ -284,11 +287,16 @@ class LinearListwise(Persistable, QueryRanker):
 
     _state_attributes = ("coef_", "feature_mean_", "feature_scale_")
 
+    _renamed_params = {
+        "alpha": "regularization",
+        "n_epochs": "iterations",
+    }  # names in files written before the package's names were unified
+
     def __init__(
         self,
         learning_rate=0.001,
-        n_epochs=30,
-        alpha=0.0,
+        iterations=30,
+        regularization=0.0,
         average=True,
         feature_scaling="standard",
         num_threads=1,
@@ -296,8 +304,8 @@ class LinearListwise(Persistable, QueryRanker):
         random_state=None,
     ):
         self.learning_rate = learning_rate
-        self.n_epochs = n_epochs
-        self.alpha = alpha
+        self.iterations = iterations
+        self.regularization = regularization
         self.average = average
         self.feature_scaling = feature_scaling
         self.num_threads = num_threads
@@ -306,8 +314,8 @@ class LinearListwise(Persistable, QueryRanker):
 
     def _check_params(self):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
-        check_real(self.alpha, "alpha", low=0.0)
-        check_positive_int(self.n_epochs, "n_epochs", minimum=0)
+        check_real(self.regularization, "regularization", low=0.0)
+        check_positive_int(self.iterations, "iterations", minimum=0)
         check_num_threads(self.num_threads)
         check_random_state(self.random_state)
         progress_enabled(self.show_progress)
@@ -383,15 +391,15 @@ class _SingleTask(LinearListwise):
 
 
 _DOC = """{name} ({paper}): one linear scorer ``s = coef_ · x`` minimising the {what} summed over
-    the training queries (plus ``alpha ||w||²``) by SGD; see :mod:`recsys_ltr.ltr.listwise`.
+    the training queries (plus ``regularization ||w||²``) by SGD; see :mod:`recsys_ltr.ltr.listwise`.
 
     Parameters
     ----------
 {extra}    learning_rate : float > 0, default=0.001
         Constant SGD step ``η`` (one step per query).
-    n_epochs : int >= 0, default=30
+    iterations : int >= 0, default=30
         Passes over the informative training queries (random order each epoch).
-    alpha : float >= 0, default=0.0
+    regularization : float >= 0, default=0.0
         L2 penalty ``α ||w||²`` on the scaled features' weights.
     average : bool, default=True
         Return the mean of the SGD iterates (Polyak-Ruppert averaging), which removes most of
@@ -412,7 +420,7 @@ _DOC = """{name} ({paper}): one linear scorer ``s = coef_ · x`` minimising the 
     ----------
     coef_ : ndarray (d,)  weights of the scaled features
     feature_mean_, feature_scale_ : ndarray (d,)  standardisation of the features
-    loss_curve_ : ndarray (n_epochs,)  training objective after each epoch (not saved)
+    loss_curve_ : ndarray (iterations,)  training objective after each epoch (not saved)
     n_features_in_ : int
 
     ``save(path)`` / ``{name}.load(path)`` persist a fitted model (``.npz`` + JSON header).
@@ -447,8 +455,8 @@ class ListMLE(_SingleTask):
         self,
         top_k="labels",
         learning_rate=0.001,
-        n_epochs=30,
-        alpha=0.0,
+        iterations=30,
+        regularization=0.0,
         average=True,
         feature_scaling="standard",
         num_threads=1,
@@ -456,7 +464,14 @@ class ListMLE(_SingleTask):
         random_state=None,
     ):
         super().__init__(
-            learning_rate, n_epochs, alpha, average, feature_scaling, num_threads, show_progress, random_state
+            learning_rate,
+            iterations,
+            regularization,
+            average,
+            feature_scaling,
+            num_threads,
+            show_progress,
+            random_state,
         )
         self.top_k = top_k
 

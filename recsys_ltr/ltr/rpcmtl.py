@@ -27,7 +27,7 @@ Yuan & Hu, TKDE 2016, Algorithm 1).
    no list has a negative move or after ``max_iter`` (MaxT) iterations.
 3. f_odr (step 3).  A proportional-odds (cumulative logit) ordinal regression of the relevance
    degree ``K - 1 - cluster`` on the features, ``P(t <= j | x) = σ(θ_j - v · x)``, with an L2
-   penalty ``odr_alpha ||v||²`` (the paper leaves the ordinal regression open).  It predicts the
+   penalty ``odr_regularization ||v||²`` (the paper leaves the ordinal regression open).  It predicts the
    degree ``t(x) = #{j : v · x > θ_j}``.
 4. Multi-task ListMLE (Eq. 10-11).  Every (list, cluster) part with two different labels is a
    list of task ``cluster``; the ``K`` linear rankers are trained by the SGD of
@@ -53,10 +53,10 @@ import numpy as np
 from numba import njit
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
-from threadpoolctl import threadpool_limits
 
 from .._rng import seed_state
-from .._validation import check_num_threads, check_positive_int, check_real
+from .._threads import check_num_threads, limit_threads
+from .._validation import check_positive_int, check_real
 from .listwise import (
     LISTMLE,
     SGD_SALT,
@@ -296,7 +296,7 @@ class RPCMTL(LinearListwise):
     ----------
     n_clusters : int >= 1, default=3
         ``K``, the number of clusters (preference degrees); 1 gives ListMLE.
-    lam : float >= 0, default=0.1
+    mtl_regularization : float >= 0, default=0.1
         ``λ`` of Eq. 10, pulling every cluster's ranker towards their mean.
     kappa1, kappa2 : int, default=2, 5
         Position gaps defining the similar (``<= kappa1``) and dissimilar (``>= kappa2``) pairs
@@ -307,9 +307,9 @@ class RPCMTL(LinearListwise):
         Dissimilar pairs used by the metric (a uniform sample when ``D_r`` is larger).
     max_iter : int, default=1000
         MaxT, the cap on pLocalsearch iterations.
-    odr_alpha : float >= 0, default=1.0
+    odr_regularization : float >= 0, default=1.0
         L2 penalty of the ordinal regression f_odr.
-    top_k, learning_rate, n_epochs, alpha, average, feature_scaling, num_threads,
+    top_k, learning_rate, iterations, regularization, average, feature_scaling, num_threads,
     show_progress, random_state
         As in :class:`~recsys_ltr.ltr.ListMLE` (the SGD of step 4, run over the (list, cluster)
         parts).  ``random_state`` also seeds the sample of dissimilar pairs.
@@ -326,26 +326,33 @@ class RPCMTL(LinearListwise):
     odr_thresholds_ : ndarray (K-1,)  ``θ`` of f_odr (increasing)
     coef_ : ndarray (K, d)  the clusters' linear rankers (scaled features)
     feature_mean_, feature_scale_ : ndarray (d,)  standardisation of the features
-    loss_curve_ : ndarray (n_epochs,)  Eq. 10 after each SGD epoch (not saved)
+    loss_curve_ : ndarray (iterations,)  Eq. 10 after each SGD epoch (not saved)
     n_features_in_ : int
 
     ``save(path)`` / ``RPCMTL.load(path)`` persist a fitted model (``.npz`` + JSON header).
     """
 
+    _renamed_params = {
+        "alpha": "regularization",
+        "n_epochs": "iterations",
+        "lam": "mtl_regularization",
+        "odr_alpha": "odr_regularization",
+    }  # names in files written before the package's names were unified
+
     def __init__(
         self,
         n_clusters=3,
-        lam=0.1,
+        mtl_regularization=0.1,
         kappa1=2,
         kappa2=5,
         metric="xing",
         max_pairs=20_000,
         max_iter=1000,
-        odr_alpha=1.0,
+        odr_regularization=1.0,
         top_k="labels",
         learning_rate=0.001,
-        n_epochs=30,
-        alpha=0.0,
+        iterations=30,
+        regularization=0.0,
         average=True,
         feature_scaling="standard",
         num_threads=1,
@@ -353,16 +360,23 @@ class RPCMTL(LinearListwise):
         random_state=None,
     ):
         self.n_clusters = n_clusters
-        self.lam = lam
+        self.mtl_regularization = mtl_regularization
         self.kappa1 = kappa1
         self.kappa2 = kappa2
         self.metric = metric
         self.max_pairs = max_pairs
         self.max_iter = max_iter
-        self.odr_alpha = odr_alpha
+        self.odr_regularization = odr_regularization
         self.top_k = top_k
         super().__init__(
-            learning_rate, n_epochs, alpha, average, feature_scaling, num_threads, show_progress, random_state
+            learning_rate,
+            iterations,
+            regularization,
+            average,
+            feature_scaling,
+            num_threads,
+            show_progress,
+            random_state,
         )
 
     _state_attributes = (*LinearListwise._state_attributes, "metric_", "odr_coef_", "odr_thresholds_")
@@ -375,8 +389,8 @@ class RPCMTL(LinearListwise):
         check_positive_int(self.kappa2, "kappa2", minimum=int(self.kappa1) + 1)
         check_positive_int(self.max_pairs, "max_pairs")
         check_positive_int(self.max_iter, "max_iter", minimum=0)
-        check_real(self.lam, "lam", low=0.0)
-        check_real(self.odr_alpha, "odr_alpha", low=0.0)
+        check_real(self.mtl_regularization, "mtl_regularization", low=0.0)
+        check_real(self.odr_regularization, "odr_regularization", low=0.0)
         if self.metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
 
@@ -393,17 +407,21 @@ class RPCMTL(LinearListwise):
         Xs = self._fit_scaling(X, offsets)
         ranked = _ranked_stable(rows, list_offsets, y)
         threads = check_num_threads(self.num_threads)
-        with threadpool_limits(threads, user_api="blas"):
+        with limit_threads(threads):
             clusters = self._cluster(Xs[ranked], list_offsets, K, state)
         self.clusters_ = np.full(X.shape[0], -1, dtype=np.int64)
         self.clusters_[ranked] = clusters
         degree = K - 1 - clusters
         if K > 1:
-            self.odr_coef_, self.odr_thresholds_ = fit_ordinal_logit(Xs[ranked], degree, K, float(self.odr_alpha))
+            self.odr_coef_, self.odr_thresholds_ = fit_ordinal_logit(
+                Xs[ranked], degree, K, float(self.odr_regularization)
+            )
         else:
             self.odr_coef_, self.odr_thresholds_ = np.zeros(X.shape[1]), np.zeros(0)
         parts, part_offsets, task = _cluster_parts(ranked, list_offsets, clusters, y)
-        self.coef_ = fit_listwise(self, state, Xs, y, parts, part_offsets, task, K, LISTMLE, float(self.lam))
+        self.coef_ = fit_listwise(
+            self, state, Xs, y, parts, part_offsets, task, K, LISTMLE, float(self.mtl_regularization)
+        )
         return self
 
     def _coef_shape(self, d):

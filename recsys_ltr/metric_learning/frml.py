@@ -38,19 +38,11 @@ from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import randomized_svd
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
-from recsys_ltr._progress import progress_enabled
+from recsys_ltr._progress import progress, progress_enabled
+from recsys_ltr._threads import check_num_threads, limit_threads
 from recsys_ltr._topk import rank_dense_rows
-from recsys_ltr._validation import (
-    check_bool,
-    check_feedback,
-    check_num_threads,
-    check_positive_int,
-    check_random_state,
-    check_real,
-)
+from recsys_ltr._validation import check_bool, check_feedback, check_positive_int, check_random_state, check_real
 from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._riemann import symmetric_gradient_update
 from recsys_ltr.metrics import retrieval_metrics, squared_distances
@@ -172,7 +164,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
     beta, kappa : int, float, optional
         Sampling limit (at most one): ``β_q = min(beta, |X-_q|)`` or ``ceil(kappa |X-_q|)``;
         neither = plain WARP (``β_q = |X-_q|``).  ``beta=1`` is FRML-AUC.
-    lam : float
+    regularization : float
         Weight ``λ >= 0`` of ``Ω_L`` (Eq. 3.22); the dissertation fixes 0.1.
     learning_rate : float
         Step size ``η`` (on the internally rescaled data, see the module docstring).
@@ -215,6 +207,8 @@ class FRML(MahalanobisMixin, BaseEstimator):
         Seconds spent in ``fit``.
     """
 
+    _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
+
     def __init__(
         self,
         n_components=None,
@@ -222,7 +216,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         k=None,
         beta=None,
         kappa=None,
-        lam=0.1,
+        regularization=0.1,
         learning_rate=0.5,
         batch_size=5,
         max_iter=5000,
@@ -240,7 +234,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         self.k = k
         self.beta = beta
         self.kappa = kappa
-        self.lam = lam
+        self.regularization = regularization
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.max_iter = max_iter
@@ -263,7 +257,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
     def _check_params(self):
         if self.n_components is not None:
             check_positive_int(self.n_components, "n_components")
-        check_real(self.lam, "lam", low=0.0)
+        check_real(self.regularization, "regularization", low=0.0)
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_random_state(self.random_state)
         check_num_threads(self.num_threads)
@@ -331,7 +325,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
             **loss_args,
         )  # fmt: skip
         L = self._initial_factor(Xs, m, scale, rng)
-        with threadpool_limits(limits=1, user_api="blas"):  # see "Threads" in the module docstring
+        with limit_threads(self.num_threads, blas=1):  # see "Threads" in the module docstring
             L, n_iter = self._sgd(sampler, Xs, L, (X[val] / scale, R[val][:, train]) if val is not None else None)
         self.components_ = np.ascontiguousarray((L / scale).T)
         self.n_features_in_ = self.components_.shape[1]
@@ -394,12 +388,11 @@ class FRML(MahalanobisMixin, BaseEstimator):
         """Alg. 3.4 with minibatches; returns the (best) factor and the step count."""
         indptr, indices, data = Xs.indptr, Xs.indices, Xs.data
         b = self.batch_size
-        eta, lam = float(self.learning_rate), float(self.lam)
+        eta, lam = float(self.learning_rate), float(self.regularization)
         best, best_iter, stale = -np.inf, 0, 0
         self.validation_scores_, self.n_draws_ = [], 0
         best_L = L
-        show = progress_enabled(self.show_progress)
-        with tqdm(total=self.max_iter, desc="FRML", unit="step", disable=not show) as bar:
+        with progress(self.show_progress, total=self.max_iter, desc="FRML", unit="step") as bar:
             for it in range(1, self.max_iter + 1):
                 batch = sampler.minibatch(
                     (indptr, indices, data, L), _neg_sq_distance, b, require_violation=False, rows={0: "query"}

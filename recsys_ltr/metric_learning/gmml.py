@@ -25,10 +25,9 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
-from .._progress import progress_enabled
+from .._progress import progress, progress_enabled
+from .._threads import limit_threads
 from .._validation import check_positive_int, check_random_state, check_real
 from ._base import MahalanobisMixin, check_dense
 
@@ -198,10 +197,9 @@ class GMML(MahalanobisMixin, BaseEstimator):
             raise ValueError("need at least one similar and one dissimilar pair")
         diff = A - B
         ds, dd = diff[similar], diff[~similar]
-        show = progress_enabled(self.show_progress)
         with (
-            threadpool_limits(self.num_threads or None, user_api="blas"),
-            tqdm(total=2, desc="GMML", unit="stage", disable=not show) as bar,
+            limit_threads(self.num_threads),
+            progress(self.show_progress, total=2, desc="GMML", unit="stage") as bar,
         ):
             bar.set_postfix_str("scatter matrices")
             S, D = ds.T @ ds, dd.T @ dd

@@ -57,10 +57,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
 
+from recsys_ltr._memory import rows_per_block
 from recsys_ltr._progress import progress, progress_enabled
-from recsys_ltr._validation import check_num_threads, check_positive_int, check_real, numba_threads
+from recsys_ltr._threads import check_num_threads, limit_threads
+from recsys_ltr._validation import check_positive_int, check_real
 from recsys_ltr.metric_learning._admm import ADMMState, Constraints, admm_solve
 from recsys_ltr.metric_learning._base import MahalanobisMixin
 from recsys_ltr.metric_learning._oracles import LOSSES, oracle_block
@@ -68,7 +69,6 @@ from recsys_ltr.metric_learning.frml import _check_labels, _square_pairs, label_
 
 __all__ = ["MLR", "RMLR"]
 
-_BLOCK_FLOATS = 2**22  # bound on one block of query-to-point distances (32 MiB of float64)
 _K_LOSSES = ("prec@k", "ndcg")
 _PENALTIES = ("l21", "l1")
 _MAX_IDLE = 50  # cutting-plane rounds a constraint may stay inactive before it leaves the working set
@@ -83,7 +83,7 @@ _COMMON_DOC = """
         Slack trade-off ``C > 0`` (Eq. 2.1, Alg. 2.1).
     epsilon : float
         Cutting-plane tolerance ``ε`` (McFee: 0.01).
-    max_rounds : int
+    max_iter : int
         Most cutting-plane rounds (oracle calls); a ``ConvergenceWarning`` if reached.
     admm_max_iter : int
         Most ADMM iterations per round (the early stopping ``T`` of sec. 2.3.3).  Each round
@@ -132,13 +132,15 @@ class MLR(MahalanobisMixin, BaseEstimator):
         + _COMMON_DOC
     )
 
+    _renamed_params = {"max_rounds": "max_iter"}  # names in files written before the package's names were unified
+
     def __init__(
         self,
         loss="map",
         k=None,
         C=1.0,
         epsilon=0.01,
-        max_rounds=100,
+        max_iter=100,
         admm_max_iter=10,
         admm_tol=1e-3,
         warm_start=False,
@@ -149,7 +151,7 @@ class MLR(MahalanobisMixin, BaseEstimator):
         self.k = k
         self.C = C
         self.epsilon = epsilon
-        self.max_rounds = max_rounds
+        self.max_iter = max_iter
         self.admm_max_iter = admm_max_iter
         self.admm_tol = admm_tol
         self.warm_start = warm_start
@@ -172,7 +174,7 @@ class MLR(MahalanobisMixin, BaseEstimator):
         check_real(self.C, "C", low=0.0, low_open=True)
         check_real(self.epsilon, "epsilon", low=0.0, low_open=True)
         check_real(self.admm_tol, "admm_tol", low=0.0, low_open=True)
-        check_positive_int(self.max_rounds, "max_rounds")
+        check_positive_int(self.max_iter, "max_iter")
         check_positive_int(self.admm_max_iter, "admm_max_iter")
         check_num_threads(self.num_threads)
         progress_enabled(self.show_progress)
@@ -215,7 +217,7 @@ class MLR(MahalanobisMixin, BaseEstimator):
         R, Q = self._supervision(n, y, relevance, irrelevant)
         Xc = np.ascontiguousarray(X - X.mean(axis=0))  # Ψ is translation invariant; centring keeps it accurate
         threads = check_num_threads(self.num_threads)
-        with numba_threads(threads), threadpool_limits(limits=threads, user_api="blas"):
+        with limit_threads(threads):
             state = self._cutting_plane(Xc, R, Q, LOSSES.index(self.loss), k, penalty, lam)
         L = state.L if state.L.shape[1] else np.zeros((d, 1))
         self.components_ = np.ascontiguousarray(L.T)
@@ -276,8 +278,8 @@ class MLR(MahalanobisMixin, BaseEstimator):
         admm_iters, solved = admm_solve(A, state, C, lam, penalty, **admm) if A.m else (0, True)  # new C, λ
         sets = _int64_csr(R) + (_int64_csr(Q) if Q is not None else _int64_csr(R)) + (Q is not None,)
         self.converged_ = False
-        with progress(self.show_progress, total=self.max_rounds, desc=type(self).__name__, unit="round") as bar:
-            for _ in range(self.max_rounds):
+        with progress(self.show_progress, total=self.max_iter, desc=type(self).__name__, unit="round") as bar:
+            for _ in range(self.max_iter):
                 delta_hat, Psi_hat = _oracle(X, state.L, sets, code, k)
                 violation = delta_hat - float(np.vdot(state.Z, Psi_hat))
                 xi = max(0.0, float(np.max(A.delta[: A.m] - A.margins(state.Z)))) if A.m else 0.0
@@ -296,7 +298,7 @@ class MLR(MahalanobisMixin, BaseEstimator):
                 admm_iters += iters
         if not self.converged_:
             warnings.warn(
-                f"{type(self).__name__} stopped after max_rounds={self.max_rounds} cutting-plane rounds with the "
+                f"{type(self).__name__} stopped after max_iter={self.max_iter} cutting-plane rounds with the "
                 f"most violated constraint {violation - xi:.3g} above the working set (epsilon={eps})",
                 ConvergenceWarning,
                 stacklevel=3,
@@ -347,7 +349,7 @@ def _oracle(X, L, sets, code, k):
     cross = np.zeros((d, d))
     row_sum, col_sum = np.zeros(n), np.zeros(n)
     delta = np.empty(n)
-    step = max(1, _BLOCK_FLOATS // n)
+    step = rows_per_block(8 * n)
     for s in range(0, n, step):
         e = min(n, s + step)
         D = sq[s:e, None] + sq[None, :] - 2.0 * (E[s:e] @ E.T)
@@ -380,34 +382,37 @@ class RMLR(MLR):
 
     Parameters
     ----------
-    lam : float
+    regularization : float
         ``λ > 0`` (use :class:`MLR` for ``λ = 0``); the chapter tunes it over 0.001 .. 1.
     penalty : {"l21", "l1"}"""
         + _COMMON_DOC
     )
+
+    _renamed_params = {
+        "lam": "regularization",
+        "max_rounds": "max_iter",
+    }  # names in files written before the package's names were unified
 
     def __init__(
         self,
         loss="map",
         k=None,
         C=1.0,
-        lam=0.1,
+        regularization=0.1,
         penalty="l21",
         epsilon=0.01,
-        max_rounds=100,
+        max_iter=100,
         admm_max_iter=10,
         admm_tol=1e-3,
         warm_start=False,
         num_threads=0,
         show_progress=None,
     ):
-        super().__init__(
-            loss, k, C, epsilon, max_rounds, admm_max_iter, admm_tol, warm_start, num_threads, show_progress
-        )
-        self.lam = lam
+        super().__init__(loss, k, C, epsilon, max_iter, admm_max_iter, admm_tol, warm_start, num_threads, show_progress)
+        self.regularization = regularization
         self.penalty = penalty
 
     def _check_penalty(self):
         if self.penalty not in _PENALTIES:
             raise ValueError(f"penalty must be one of {_PENALTIES}, got {self.penalty!r}")
-        return self.penalty, check_real(self.lam, "lam", low=0.0, low_open=True)
+        return self.penalty, check_real(self.regularization, "regularization", low=0.0, low_open=True)

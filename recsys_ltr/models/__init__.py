@@ -1,7 +1,7 @@
 """Top-N recommenders sharing one API (:class:`~recsys_ltr.models.base.Recommender`).
 
-:class:`FEBR` lives in :mod:`recsys_ltr.febr` (its features, stacking and model) and is re-exported
-here, imported on first use.
+The learning-to-rank recommenders built on these, :class:`~recsys_ltr.febr.FEBR` and
+:class:`~recsys_ltr.febr.AffinityFEBR`, are in :mod:`recsys_ltr.febr`.
 """
 
 from .base import Recommender
@@ -17,7 +17,6 @@ __all__ = [
     "ALS",
     "BPR",
     "EASE",
-    "FEBR",
     "KUNN",
     "SLIM",
     "ContentItemKNN",
@@ -28,11 +27,3 @@ __all__ = [
     "Recommender",
     "UserKNN",
 ]
-
-
-def __getattr__(name):
-    if name == "FEBR":  # lazy: recsys_ltr.febr imports this package's base class
-        from ..febr.model import FEBR
-
-        return FEBR
-    raise AttributeError(f"module 'recsys_ltr.models' has no attribute {name!r}")

@@ -31,14 +31,16 @@ from numba import njit, prange
 from sklearn.base import BaseEstimator
 from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from .. import _topk
 from .._io import Persistable
+from .._memory import rows_per_block
 from .._parallel import product_work, strided_chunks
 from .._progress import progress_enabled
+from .._threads import limit_threads, numba_threads
 from .._topk import top_k_dense, top_k_factor_product, top_k_sparse_product
-from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_positive_int, numba_threads
+from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_item_selection, check_positive_int
+from ..neighbors.affinity import Affinity
 
 _ID_MAX = np.iinfo(np.int64).max
 
@@ -109,7 +111,11 @@ class Recommender(Persistable, BaseEstimator):
         ``y`` is ignored (scikit-learn's signature); ``fit_params`` are the model's keyword-only
         extra inputs (e.g. FEBR's ``validation``).  Returns ``self``.
         """
-        X = check_feedback(X)
+        return self._fit_trusted(check_feedback(X), **fit_params)
+
+    def _fit_trusted(self, X, **fit_params):
+        """:meth:`fit` of a canonical feedback matrix, validated once at the public boundary: used
+        as it is (no check, no copy) by models that fit others inside their own fit (FEBR's bases)."""
         self.__dict__.pop("params_", None)
         self._check_params()
         self._check_data_params(X)
@@ -172,9 +178,12 @@ class Recommender(Persistable, BaseEstimator):
         product = self._score_product(rows, ids, recalculate)
         return product if product is not None and product[1].data.min(initial=0.0) >= 0.0 else None
 
-    def _user_score_product(self, ids):
-        """``(R, B)`` with ``R @ B == score(ids)`` and ``B >= 0``, or ``None`` (the evaluator's sparse
-        path); ``ids`` are checked training users."""
+    def score_product(self, user_ids):
+        """``(R, B)``, canonical CSR, with ``R @ B`` equal to ``score(user_ids)`` and ``B >= 0``, or
+        ``None`` when this model's scores are not such a product: the scores as
+        :func:`recsys_ltr.metrics.evaluate` ranks them without dense rows (neighbourhood models)."""
+        self._check_fitted()
+        ids = check_ids(user_ids, self.n_users_, "user_ids")
         return self._nonnegative_product(self.user_items_[ids], ids, False)
 
     @property
@@ -252,7 +261,7 @@ class Recommender(Persistable, BaseEstimator):
         scalar = np.ndim(userid) == 0
         # without recalculation a user-based model scores from the stored training rows
         scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
-        excluded = self._excluded(filter_items, items, self.n_items_, "items")
+        excluded = check_item_selection(filter_items, items, self.n_items_, "items")
         # canonical int32 CSR either way (rows are checked at the boundary): the kernels take its arrays as they are
         liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape, dtype=np.float64)
         n_out = min(N, self.n_items_ if items is None else int(np.count_nonzero(~excluded)))
@@ -267,7 +276,7 @@ class Recommender(Persistable, BaseEstimator):
             if factors is not None:
                 self._top_n_of_factors(*factors, liked, excluded, out_ids, out_scores)
                 return _unpad(out_ids, out_scores) if scalar else (out_ids, out_scores)
-            step = max(1, _topk.BLOCK_FLOATS // self.n_items_)
+            step = rows_per_block(8 * self.n_items_)
             for lo in range(0, len(ids), step):
                 block = slice(lo, lo + step)
                 scores = np.ascontiguousarray(
@@ -303,27 +312,12 @@ class Recommender(Persistable, BaseEstimator):
         (gowalla, every user, beside another job: 4.2 s against 7.5 s by dense blocks)."""
         tile = max(1, _topk.TILE_FLOATS // self.n_items_)
         U, V = (np.ascontiguousarray(F, dtype=np.float64) for F in (U, V))
-        with threadpool_limits(1, user_api="blas"):
+        with limit_threads(self.num_threads, blas=1):
             top_k_factor_product(
                 U, V.T, self.item_popularity_,
                 liked.indptr, liked.indices,
                 excluded, tile, strided_chunks(-(-U.shape[0] // tile)), out_ids, out_scores,
             )  # fmt: skip
-
-    @staticmethod
-    def _excluded(filter_ids, only_ids, n, what) -> np.ndarray:
-        """Mask of the columns left out by ``filter_<what>`` or outside ``<what>`` (implicit's rule:
-        at most one of the two)."""
-        if filter_ids is not None and only_ids is not None:
-            raise ValueError(f"give filter_{what} or {what}, not both")
-        if only_ids is not None:
-            excluded = np.ones(n, bool)
-            excluded[check_ids(only_ids, n, what)] = False
-            return excluded
-        excluded = np.zeros(n, bool)
-        if filter_ids is not None:
-            excluded[check_ids(filter_ids, n, f"filter_{what}")] = True
-        return excluded
 
     def _user_rows(self, userid, user_items, recalculate):
         if user_items is None:
@@ -379,7 +373,7 @@ class Recommender(Persistable, BaseEstimator):
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
-        excluded = self._excluded(filter_items, items, self.n_items_, "items")
+        excluded = check_item_selection(filter_items, items, self.n_items_, "items")
         if check_bool(recalculate_item, "recalculate_item"):
             if item_users is None:
                 raise ValueError("recalculate_item=True needs the items' users in item_users")
@@ -406,7 +400,7 @@ class Recommender(Persistable, BaseEstimator):
         users' training rows.  ``filter_users`` / ``users`` as ``filter_items`` / ``items``."""
         self._check_fitted()
         N = check_positive_int(N, "N")
-        excluded = self._excluded(filter_users, users, self.n_users_, "users")
+        excluded = check_item_selection(filter_users, users, self.n_users_, "users")
         ids = check_ids(userid, self.n_users_, "userid")
         return self._rank_similar(
             self._user_similarity_rows, ids, ids, N, excluded, self.n_users_, np.ndim(userid) == 0
@@ -417,7 +411,7 @@ class Recommender(Persistable, BaseEstimator):
         out_ids = np.empty((len(positions), n_out), np.int64)
         out_scores = np.empty((len(positions), n_out))
         secondary = np.zeros(n)
-        step = max(1, _topk.BLOCK_FLOATS // n)
+        step = rows_per_block(8 * n)
         with numba_threads(self.num_threads):
             for lo in range(0, len(positions), step):
                 chunk = slice(lo, lo + step)
@@ -483,9 +477,6 @@ class Recommender(Persistable, BaseEstimator):
         self._check_data_params(self.user_items_)
         self._check_state()
 
-    def _load_nested(self, state, specs):
-        """Restore the fitted estimators nested in this one (subclasses holding some)."""
-
     def _check_dense_state(self, shapes):
         """Check loaded dense attributes against their expected ``shapes`` (name -> shape)."""
         for name, shape in shapes.items():
@@ -496,8 +487,6 @@ class Recommender(Persistable, BaseEstimator):
 
     def _check_state(self):
         """Cross-check loaded affinities (side, kind, shape, ``k_max``) before use by numba kernels."""
-        from ..neighbors.affinity import Affinity
-
         for name in self._model_state:
             value = getattr(self, name)
             if not name.endswith("_affinity_"):

@@ -3,21 +3,21 @@ with a sparse approximate inverse for catalogues too large for the dense solve."
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from threadpoolctl import threadpool_limits
 
+from .. import _memory
 from .._progress import progress
-from .._validation import check_positive_int, check_real, numba_threads
+from .._threads import limit_threads
+from .._validation import check_positive_int, check_real
 from ._fsai import elimination_order, fsai_factor
 from ._spd_inverse import inverse_flops, spd_inverse_inplace
 from .base import Recommender, sparse_dense_product
 
-__all__ = ["EASE", "available_memory"]
+__all__ = ["EASE"]
 
 SOLVERS = ("auto", "dense", "sparse")
 _SYMMETRISE_BLOCK = 1024
@@ -26,32 +26,13 @@ _SYMMETRISE_BLOCK = 1024
 _SPARSE_BYTES_PER_ENTRY = 40
 
 
-def available_memory() -> int | None:
-    """Bytes that can be allocated now: ``MemAvailable`` of ``/proc/meminfo``, lowered to the
-    room left under a cgroup (v2) memory limit; ``None`` where neither is readable (not Linux)."""
-    room = []
-    try:
-        with open("/proc/meminfo") as f:
-            room += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f_max, open("/sys/fs/cgroup/memory.current") as f_cur:
-            limit = f_max.read().strip()
-            if limit != "max":
-                room.append(int(limit) - int(f_cur.read()))
-    except (OSError, ValueError):
-        pass
-    return min(room) if room else None
-
-
 class EASE(Recommender):
     """EASE^R: ``score(u, .) = X_u B`` with the closed-form item weights of Steck (2019).
 
-    ``B = argmin ||X - X B||_F^2 + lam ||B||_F^2`` subject to ``diag(B) = 0`` has the closed
+    ``B = argmin ||X - X B||_F^2 + λ ||B||_F^2`` (``λ = regularization``) subject to ``diag(B) = 0`` has the closed
     form (Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", WWW 2019)::
 
-        P = (X^T X + lam I)^{-1},    B = I - P diag(P)^{-1}    (B_ij = -P_ij / P_jj, B_ii = 0).
+        P = (X^T X + λ I)^{-1},    B = I - P diag(P)^{-1}    (B_ij = -P_ij / P_jj, B_ii = 0).
 
     Two solvers compute ``P``:
 
@@ -75,7 +56,7 @@ class EASE(Recommender):
 
     Parameters
     ----------
-    lam : float > 0
+    regularization : float > 0
         L2 regularisation ``lambda`` (Steck uses a few hundred to a few thousand).
     solver : {"auto", "dense", "sparse"}
         How ``P`` is computed (see above).
@@ -85,7 +66,7 @@ class EASE(Recommender):
         ``"auto"`` solves catalogues up to this size densely (the dense fit time grows as ``n_items^3``).
     memory_limit : int, optional
         Bytes a fit may allocate; by default (and at most) the memory available when ``fit``
-        starts (``recsys_ltr.models.ease.available_memory()``).  A solver that does not fit raises ``MemoryError``.
+        starts (:func:`recsys_ltr._memory.available_bytes`).  A solver that does not fit raises ``MemoryError``.
     num_threads : int
         BLAS threads of the dense solve and numba threads of the sparse solve and of scoring
         (0 = all).
@@ -102,9 +83,11 @@ class EASE(Recommender):
         Sparse solver: ``Z`` (``P ~ Z^T Z``; ``None`` after a dense solve).
     """
 
+    _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
+
     def __init__(
         self,
-        lam=500.0,
+        regularization=500.0,
         solver="auto",
         k=200,
         dense_max_items=20_000,
@@ -112,7 +95,7 @@ class EASE(Recommender):
         num_threads=0,
         show_progress=None,
     ):
-        self.lam = lam
+        self.regularization = regularization
         self.solver = solver
         self.k = k
         self.dense_max_items = dense_max_items
@@ -125,7 +108,7 @@ class EASE(Recommender):
 
     def _check_params(self):
         super()._check_params()
-        check_real(self.lam, "lam", low=0.0, low_open=True)
+        check_real(self.regularization, "regularization", low=0.0, low_open=True)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         check_positive_int(self.k, "k")
@@ -135,7 +118,7 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        A = _regularised_gram(X, self.lam)
+        A = _regularised_gram(X, self.regularization)
         self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside A
         if self.solver_ == "dense":
             dense = A.toarray().T  # Fortran-ordered and, A being symmetric, equal to A
@@ -146,7 +129,7 @@ class EASE(Recommender):
 
     def _choose_solver(self, n):
         """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and the memory left."""
-        budget = available_memory()
+        budget = _memory.available_bytes()
         if self.memory_limit is not None:
             budget = self.memory_limit if budget is None else min(budget, self.memory_limit)
         dense = 8.0 * n * n
@@ -175,12 +158,11 @@ class EASE(Recommender):
         return "sparse"
 
     def _dense_weights(self, P):
-        """``B`` from the Fortran-ordered ``G + lam I``, in place (one dense matrix in all)."""
+        """``B`` from the Fortran-ordered ``G + λ I``, in place (one dense matrix in all)."""
         gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
         fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
         with (
-            # at most one thread per core: a larger count would overflow the C int of the BLAS library
-            threadpool_limits(min(self.num_threads, os.cpu_count() or 1) or None, user_api="blas"),
+            limit_threads(self.num_threads),
             progress(self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
         ):
             spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
@@ -191,10 +173,9 @@ class EASE(Recommender):
         return B
 
     def _sparse_factor(self, A):
-        rank = elimination_order(A.diagonal())  # the diagonal is popularity + lam
+        rank = elimination_order(A.diagonal())  # the diagonal is popularity + λ
         with (
-            threadpool_limits(1, user_api="blas"),  # the rows' small solves run in parallel
-            numba_threads(self.num_threads),
+            limit_threads(self.num_threads, blas=1),  # the rows' small solves run in parallel
             progress(self.show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
         ):
             return fsai_factor(A, rank, self.k, step=bar.update)

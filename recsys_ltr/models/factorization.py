@@ -10,10 +10,13 @@ thread, asynchronously (BPR, LightFM: Hogwild SGD), so only ``num_threads=1`` wi
 from __future__ import annotations
 
 import numpy as np
+from implicit.cpu.als import AlternatingLeastSquares
+from implicit.cpu.bpr import BayesianPersonalizedRanking
+from implicit.recommender_base import ModelFitError
 from numba import njit, prange
-from threadpoolctl import threadpool_limits
 
-from .._validation import check_num_threads, check_positive_int, check_random_state, check_real
+from .._threads import check_num_threads, limit_threads
+from .._validation import check_positive_int, check_random_state, check_real
 from .base import Recommender
 
 __all__ = ["ALS", "BPR", "LightFMWARP"]
@@ -30,9 +33,7 @@ class _Factorization(Recommender):
     @property
     def _n_columns(self):
         """Columns of the fitted factor matrices."""
-        return self._param(self._factors_param) + self._bias_columns
-
-    _factors_param = "factors"
+        return self._param("factors") + self._bias_columns
 
     def _check_params(self):
         super()._check_params()
@@ -85,9 +86,7 @@ class _Implicit(_Factorization):
         check_positive_int(self.iterations, "iterations")
 
     def _fit(self, X):
-        from implicit.recommender_base import ModelFitError
-
-        with threadpool_limits(1, user_api="blas"):  # also silences implicit's OpenBLAS warning
+        with limit_threads(self.num_threads, blas=1):  # also silences implicit's OpenBLAS warning
             model = self._implicit_model(
                 factors=self.factors,
                 regularization=float(self.regularization),
@@ -171,8 +170,6 @@ class ALS(_Implicit):
         check_real(self.alpha, "alpha", low=0.0, low_open=True)
 
     def _implicit_model(self, **common):
-        from implicit.cpu.als import AlternatingLeastSquares
-
         return AlternatingLeastSquares(alpha=float(self.alpha), **common)
 
     def _prepare(self):
@@ -285,8 +282,6 @@ class BPR(_Implicit):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
 
     def _implicit_model(self, **common):
-        from implicit.cpu.bpr import BayesianPersonalizedRanking
-
         return BayesianPersonalizedRanking(learning_rate=float(self.learning_rate), **common)
 
 
@@ -295,22 +290,22 @@ class LightFMWARP(_Factorization):
 
     LightFM predicts ``user_bias + item_bias + user_embedding . item_embedding``; the fitted
     matrices hold ``[user_embedding, user_bias, 1]`` and ``[item_embedding, 1, item_bias]``
-    (``no_components + 2`` columns), so ``U V^T`` is LightFM's ``predict``.  ``lightfm`` is an
+    (``factors + 2`` columns), so ``U V^T`` is LightFM's ``predict``.  ``lightfm`` is an
     optional dependency (``pip install "recsys-ltr[lightfm]"``, which installs ``rectools-lightfm``),
     imported by ``fit``.  Users are learnt only by ``fit``: ``recalculate_user=True`` raises.
 
     Parameters
     ----------
-    no_components : int
+    factors : int
         Dimension of the embeddings.
     learning_rate : float > 0
         Initial AdaGrad step.
     max_sampled : int
         WARP's maximum number of negatives sampled per positive.
-    epochs : int
+    iterations : int
         Passes over the interactions.
-    item_alpha, user_alpha : float >= 0
-        L2 penalties of the item and user features.
+    regularization : float >= 0
+        L2 penalty of the item and of the user features (LightFM's ``item_alpha`` and ``user_alpha``).
     random_state : None, int or numpy.random.Generator
         Seed of the initial embeddings and of the sampler.
     num_threads : int
@@ -320,47 +315,49 @@ class LightFMWARP(_Factorization):
 
     Attributes
     ----------
-    user_factors_, item_factors_ : ndarray of shape (n_users, no_components + 2), (n_items, no_components + 2)
+    user_factors_, item_factors_ : ndarray of shape (n_users, factors + 2), (n_items, factors + 2)
     """
 
     _bias_columns = 2
 
+    _renamed_params = {
+        "no_components": "factors",
+        "epochs": "iterations",
+        "item_alpha": "regularization",
+        "user_alpha": "regularization",
+    }  # names in files written before the package's names were unified
+
     def __init__(
         self,
-        no_components=64,
+        factors=64,
         learning_rate=0.05,
         max_sampled=10,
-        epochs=30,
-        item_alpha=0.0,
-        user_alpha=0.0,
+        iterations=30,
+        regularization=0.0,
         random_state=0,
         num_threads=0,
         show_progress=None,
     ):
-        self.no_components = no_components
+        self.factors = factors
         self.learning_rate = learning_rate
         self.max_sampled = max_sampled
-        self.epochs = epochs
-        self.item_alpha = item_alpha
-        self.user_alpha = user_alpha
+        self.iterations = iterations
+        self.regularization = regularization
         self.random_state = random_state
         self.num_threads = num_threads
         self.show_progress = show_progress
 
-    _factors_param = "no_components"
-
     def _check_params(self):
         super()._check_params()
-        check_positive_int(self.no_components, "no_components")
+        check_positive_int(self.factors, "factors")
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_positive_int(self.max_sampled, "max_sampled")
-        check_positive_int(self.epochs, "epochs")
-        check_real(self.item_alpha, "item_alpha", low=0.0)
-        check_real(self.user_alpha, "user_alpha", low=0.0)
+        check_positive_int(self.iterations, "iterations")
+        check_real(self.regularization, "regularization", low=0.0)
 
     def _fit(self, X):
         try:
-            from lightfm import LightFM
+            from lightfm import LightFM  # the optional extra recsys-ltr[lightfm]
         except ImportError as exc:
             raise ImportError(
                 'LightFMWARP needs the optional lightfm module: pip install "recsys-ltr[lightfm]" '
@@ -368,16 +365,16 @@ class LightFMWARP(_Factorization):
             ) from exc
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
         model = LightFM(
-            no_components=self.no_components,
+            no_components=self.factors,
             loss="warp",
             learning_rate=float(self.learning_rate),
             max_sampled=self.max_sampled,
-            item_alpha=float(self.item_alpha),
-            user_alpha=float(self.user_alpha),
+            item_alpha=float(self.regularization),
+            user_alpha=float(self.regularization),
             random_state=np.random.RandomState(seed),
         )
         model.fit(
-            X.tocoo(), epochs=self.epochs, num_threads=check_num_threads(self.num_threads), verbose=self._progress()
+            X.tocoo(), epochs=self.iterations, num_threads=check_num_threads(self.num_threads), verbose=self._progress()
         )
         user_bias, user_emb = model.get_user_representations()
         item_bias, item_emb = model.get_item_representations()

@@ -20,8 +20,8 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from .._validation import check_positive_int
-from ..neighbors.affinity import _cosine_affinity, _kunn_affinity, kunn_counts, kunn_weights
-from ..neighbors.knn import _knn_index, _knn_query, check_k
+from ..neighbors.affinity import cosine_affinity_trusted, kunn_affinity_trusted, kunn_counts, kunn_weights
+from ..neighbors.knn import check_k, knn_index_trusted, knn_query_trusted
 from .base import Recommender, cosine_rows, sparse_dense_product
 
 __all__ = ["KUNN", "ItemKNN", "PrefixK", "UserKNN"]
@@ -55,7 +55,7 @@ class _Neighborhood(PrefixK, Recommender):
     uses_items = True
     uses_users = False
     _affinity_kind = "cosine"
-    _build_affinity = staticmethod(_cosine_affinity)
+    _build_affinity = staticmethod(cosine_affinity_trusted)
 
     def __init__(self, k=100, num_threads=0, show_progress=None):
         self.k = k
@@ -99,7 +99,7 @@ class _Neighborhood(PrefixK, Recommender):
         if self.uses_users:
             self.user_neighbors_ = self.user_affinity_.truncate(k)
             # built once so that recommend(..., recalculate_user=True) costs O(nnz of the query)
-            self.user_index_ = _knn_index(self.user_items_, self._weights_of(self.user_items_))
+            self.user_index_ = knn_index_trusted(self.user_items_, self._weights_of(self.user_items_))
         self._item_users = None  # items x users, built on first use (_item_columns)
 
     def _item_columns(self) -> sp.csr_matrix:
@@ -124,7 +124,7 @@ class _Neighborhood(PrefixK, Recommender):
         """The users' truncated neighbour rows (recomputed from ``rows`` with ``recalculate``)."""
         if recalculate:
             query_ids = np.where(ids < self.n_users_, ids, -1)
-            return _knn_query(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
+            return knn_query_trusted(self.user_index_, rows, self._param("k"), query_ids, self.num_threads)
         return self.user_neighbors_[ids]
 
     def _item_similarity_matrix(self):
@@ -237,7 +237,7 @@ class KUNN(_Neighborhood):
     """
 
     _affinity_kind = "kunn"
-    _build_affinity = staticmethod(_kunn_affinity)
+    _build_affinity = staticmethod(kunn_affinity_trusted)
 
     def __init__(self, k=100, side="both", num_threads=0, show_progress=None):
         self.k = k

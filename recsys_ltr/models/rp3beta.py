@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..neighbors.knn import check_k
-from ..neighbors.rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
+from ..neighbors.rp3beta import check_rp3beta_params, rp3beta_similarity_trusted, rp3beta_weights
 from .base import Recommender
 from .neighborhood import PrefixK
 
@@ -66,7 +66,7 @@ class RP3beta(PrefixK, Recommender):
         check_k(self._param("k"), X.shape[1], "items")
 
     def _fit(self, X):
-        self.similarity_ = _rp3beta_similarity(
+        self.similarity_ = rp3beta_similarity_trusted(
             X, self.k, float(self.alpha), float(self.beta), self.num_threads, self._progress()
         )
 

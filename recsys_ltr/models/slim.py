@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import scipy.sparse as sp
 
-from ..neighbors.affinity import _slim_affinity
+from ..neighbors.affinity import slim_affinity_trusted
 from ..neighbors.knn import check_k
 from ..neighbors.slim import check_slim_params
 from .base import Recommender
@@ -69,7 +69,7 @@ class SLIM(Recommender):
             raise ValueError(f"item_affinity_.k_max={self.item_affinity_.k_max} but k={self.k} means {expected}")
 
     def _fit(self, X):
-        self.item_affinity_ = _slim_affinity(
+        self.item_affinity_ = slim_affinity_trusted(
             X,
             self.k,
             l1=self.l1,

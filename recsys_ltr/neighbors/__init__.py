@@ -2,7 +2,6 @@
 
 from .affinity import Affinity, cosine_affinity, kunn_affinity, rp3beta_affinity, slim_affinity
 from .content import ContentAffinity, blend_affinity, coconsumption_relevance, top_fraction
-from .content_lgmml import LGMMLAffinity
 from .knn import KnnIndex, cosine_knn, knn_index, knn_query, ktrunc, truncate_rows, weighted_cosine_knn
 from .rp3beta import rp3beta_similarity, rp3beta_weights
 
@@ -10,7 +9,6 @@ __all__ = [
     "Affinity",
     "ContentAffinity",
     "KnnIndex",
-    "LGMMLAffinity",
     "blend_affinity",
     "coconsumption_relevance",
     "cosine_affinity",

@@ -36,11 +36,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._io import register_csr_kind
 from .._progress import progress_enabled
 from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
-from .knn import _self_knn, check_block_size, check_k, side_matrix, truncate_rows
-from .rp3beta import _rp3beta_similarity, check_rp3beta_params, rp3beta_weights
-from .slim import check_slim_params
+from .knn import check_block_size, check_k, self_knn_trusted, side_matrix, truncate_rows
+from .rp3beta import check_rp3beta_params, rp3beta_similarity_trusted, rp3beta_weights
+from .slim import check_slim_params, fit_slim
 
 __all__ = [
     "KINDS",
@@ -134,6 +135,9 @@ class Affinity:
         )
 
 
+register_csr_kind("affinity", Affinity, ("k_max", "kind", "side"), Affinity)  # estimators save their affinities
+
+
 def _check_rows(matrix, k_max) -> sp.csr_matrix:
     """The rows of an affinity: raw structure checked before any conversion (as feedback is),
     square, finite real values (negative allowed: the neighbourhood is the row order, not the
@@ -176,7 +180,7 @@ def cosine_affinity(
     affinity is the same, bit for bit, on every executor.
     """
     X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
-    return _cosine_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
+    return cosine_affinity_trusted(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
 def kunn_affinity(
@@ -189,17 +193,17 @@ def kunn_affinity(
     ``executor`` and ``block_size`` as in :func:`cosine_affinity`.
     """
     X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
-    return _kunn_affinity(X, k_max, side, num_threads, show_progress, executor, block_size)
+    return kunn_affinity_trusted(X, k_max, side, num_threads, show_progress, executor, block_size)
 
 
-def _cosine_affinity(
+def cosine_affinity_trusted(
     X, k_max, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
 ) -> Affinity:
     """:func:`cosine_affinity` of a canonical feedback matrix."""
     return _neighbourhood_affinity(X, k_max, side, "cosine", None, num_threads, show_progress, executor, block_size)
 
 
-def _kunn_affinity(
+def kunn_affinity_trusted(
     X, k_max, side="item", num_threads=0, show_progress=False, executor=None, block_size=None
 ) -> Affinity:
     """:func:`kunn_affinity` of a canonical feedback matrix."""
@@ -214,7 +218,7 @@ def _neighbourhood_affinity(
     M = side_matrix(X, side)
     k_max = check_k(k_max, M.shape[0], f"{side}s", "k_max")
     weights = None if weights_of is None else weights_of(M)
-    S = _self_knn(
+    S = self_knn_trusted(
         M,
         k_max,
         weights,
@@ -256,21 +260,19 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     X = check_feedback(X)
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
     show_progress = progress_enabled(show_progress)
-    return _slim_affinity(
+    return slim_affinity_trusted(
         X, k, l1=l1, l2=l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
 
 
-def _slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
+def slim_affinity_trusted(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_threads=0, show_progress=False):
     """:func:`slim_affinity` of a canonical feedback matrix."""
-    from .slim import fit_slim
-
     n = X.shape[1]
     if k is None:
         W = fit_slim(X, l1, l2, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress)
         return Affinity.trusted(_sort_rows_by_value(sp.csr_matrix(W.T)), max(1, n - 1), "slim", "item")
     k = check_k(k, n, "items")
-    knn = _self_knn(X.T.tocsr(), k, num_threads=num_threads, show_progress=show_progress, desc="item KNN")
+    knn = self_knn_trusted(X.T.tocsr(), k, num_threads=num_threads, show_progress=show_progress, desc="item KNN")
     W = fit_slim(
         X, l1, l2, neighbors=knn, max_iter=max_iter, tol=tol, num_threads=num_threads, show_progress=show_progress
     )
@@ -304,14 +306,14 @@ def rp3beta_affinity(
     X, block_size = check_feedback(X), check_block_size(block_size)
     alpha, beta = check_rp3beta_params(alpha, beta)
     show_progress = progress_enabled(show_progress)
-    return _rp3beta_affinity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
+    return rp3beta_affinity_trusted(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 
-def _rp3beta_affinity(
+def rp3beta_affinity_trusted(
     X, k, alpha=1.0, beta=0.5, num_threads=0, show_progress=False, executor=None, block_size=None
 ) -> Affinity:
     """:func:`rp3beta_affinity` of a canonical ``X`` and checked exponents."""
-    S = _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
+    S = rp3beta_similarity_trusted(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
     W = rp3beta_weights(S)
     return Affinity.trusted(_sort_rows_by_value(W.T.tocsr()), max(1, W.shape[0] - 1), "rp3beta", "item")
 

@@ -35,11 +35,11 @@ from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
 from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from .._progress import progress_enabled
+from .._threads import check_num_threads, limit_threads
 from .._topk import rank_dense_rows
-from .._validation import INDEX_DTYPE, check_dense, check_num_threads, check_real, check_sparse, numba_threads
+from .._validation import INDEX_DTYPE, check_dense, check_real, check_sparse
 from .affinity import Affinity, _sort_rows_by_value
 from .knn import check_k, truncate_rows
 
@@ -93,7 +93,7 @@ class ContentAffinity(BaseEstimator):
         show = progress_enabled(self.show_progress)
         Z = self._embed(F)
         has_content = np.diff(F.indptr) > 0 if sp.issparse(F) else np.any(F != 0, axis=1)
-        with numba_threads(threads), threadpool_limits(threads, user_api="blas"):
+        with limit_threads(threads):
             S = _nearest(Z, k, has_content, show)  # data = squared distances
         self.bandwidth_ = gaussian_in_place(S, bandwidth)
         self.affinity_ = Affinity.trusted(S, k, "custom", "item")

@@ -31,20 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from numba import prange
-from tqdm.auto import tqdm
 
+from .._memory import rows_per_block
 from .._parallel import product_work, row_kernel
-from .._progress import progress_enabled
-from .._topk import BLOCK_FLOATS, N_BUCKETS, ZERO, select_best_positive, top_k_sparse
-from .._validation import (
-    INDEX_DTYPE,
-    check_compressed,
-    check_feedback,
-    check_num_threads,
-    check_positive_int,
-    check_sparse,
-    numba_threads,
-)
+from .._progress import progress, progress_enabled
+from .._threads import check_num_threads, numba_threads
+from .._topk import N_BUCKETS, ZERO, select_best_positive, top_k_sparse
+from .._validation import INDEX_DTYPE, check_compressed, check_feedback, check_positive_int, check_sparse
 from ..executors import SerialExecutor, check_executor, executor_scope
 
 __all__ = [
@@ -237,10 +230,10 @@ def knn_index(M, weights=None, scale=None) -> KnnIndex:
     """
     M = check_feedback(M, "M")
     scale = None if scale is None else check_scale(scale, M, "scale")
-    return _knn_index(M, check_weights(weights, M.shape[1]), scale)
+    return knn_index_trusted(M, check_weights(weights, M.shape[1]), scale)
 
 
-def _knn_index(M, weights, scale=None) -> KnnIndex:
+def knn_index_trusted(M, weights, scale=None) -> KnnIndex:
     """:func:`knn_index` of a canonical binary CSR ``M``, checked weights and scale."""
     Mt = M.T.tocsr()
     scale = _inverse_norms(M) if scale is None else scale
@@ -319,7 +312,7 @@ def knn_query(
     query_scale = None if query_scale is None else check_scale(query_scale, Q, "query_scale")
     block_size = check_block_size(block_size)
     show_progress = progress_enabled(show_progress)
-    return _knn_query(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale, executor, block_size)
+    return knn_query_trusted(index, Q, k, self_ids, num_threads, show_progress, desc, query_scale, executor, block_size)
 
 
 def check_block_size(block_size) -> int | None:
@@ -341,7 +334,7 @@ def _check_query_ids(query_ids, nq, n) -> np.ndarray:
     return ids.astype(np.int64)
 
 
-def _knn_query(
+def knn_query_trusted(
     index,
     Q,
     k,
@@ -359,7 +352,7 @@ def _knn_query(
     nq = Q.shape[0]
     check_executor(executor)
     query_scale = _inverse_norms(Q) if query_scale is None else query_scale
-    with executor_scope(executor) as ex, tqdm(total=nq, desc=desc, disable=not show_progress) as bar:
+    with executor_scope(executor) as ex, progress(show_progress, total=nq, desc=desc) as bar:
         if block_size is None:
             block_size = _default_block(nq, k, ex, show_progress)
         starts = range(0, nq, block_size)
@@ -376,15 +369,16 @@ def _knn_query(
 
 def _default_block(nq, k, executor, show_progress) -> int:
     """Query rows per task: in this process one block (32 with a progress bar); on workers about
-    four tasks per worker, each returning at most :data:`~recsys_ltr._topk.BLOCK_FLOATS` values."""
+    four tasks per worker, each returning at most a
+    :data:`~recsys_ltr._memory.BLOCK_BYTES` block."""
     if isinstance(executor, SerialExecutor):
         return max(1, -(-nq // (32 if show_progress else 1)))
-    return max(1, min(-(-nq // (4 * executor.parallelism)), BLOCK_FLOATS // k))
+    return max(1, min(-(-nq // (4 * executor.parallelism)), rows_per_block(8 * k)))
 
 
 @dataclass(frozen=True)
 class _KnnInputs:
-    """What every block of :func:`_knn_query` reads: shipped once to the workers."""
+    """What every block of :func:`knn_query_trusted` reads: shipped once to the workers."""
 
     index: KnnIndex
     k: int
@@ -464,7 +458,7 @@ def weighted_cosine_knn(
         Row ``a`` lists ``KNN(a)`` most similar first (ties by id), values ``sim(a, b) > 0``.
     """
     M = check_feedback(M, "M")
-    index = _knn_index(M, check_weights(weights, M.shape[1]))
+    index = knn_index_trusted(M, check_weights(weights, M.shape[1]))
     if queries is not None:
         return knn_query(index, queries, k, query_ids, num_threads=num_threads, show_progress=show_progress, desc=desc)
     k = check_k(k, index.n_rows, "rows")
@@ -473,16 +467,16 @@ def weighted_cosine_knn(
         if query_ids is None
         else _check_query_ids(query_ids, M.shape[0], M.shape[0])
     )
-    return _knn_query(index, M, k, ids, num_threads, progress_enabled(show_progress), desc)
+    return knn_query_trusted(index, M, k, ids, num_threads, progress_enabled(show_progress), desc)
 
 
-def _self_knn(
+def self_knn_trusted(
     M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN", executor=None, block_size=None
 ) -> sp.csr_matrix:
     """``KNN`` of every row of the canonical binary ``M`` among its rows (itself excluded)."""
-    index = _knn_index(M, np.ones(M.shape[1]) if weights is None else weights)
+    index = knn_index_trusted(M, np.ones(M.shape[1]) if weights is None else weights)
     ids = np.arange(M.shape[0], dtype=np.int64)
-    return _knn_query(index, M, k, ids, num_threads, show_progress, desc, None, executor, block_size)
+    return knn_query_trusted(index, M, k, ids, num_threads, show_progress, desc, None, executor, block_size)
 
 
 def _inverse_norms(M):
@@ -504,7 +498,9 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=None):
     """
     M = side_matrix(check_feedback(X), side)
     k = check_k(k, M.shape[0], f"{side}s")
-    return _self_knn(M, k, num_threads=num_threads, show_progress=progress_enabled(show_progress), desc=f"{side} KNN")
+    return self_knn_trusted(
+        M, k, num_threads=num_threads, show_progress=progress_enabled(show_progress), desc=f"{side} KNN"
+    )
 
 
 def side_matrix(X, side):

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from .._progress import progress_enabled
 from .._validation import check_feedback, check_real
-from .knn import _knn_index, _knn_query, check_block_size, check_k, truncate_rows
+from .knn import check_block_size, check_k, knn_index_trusted, knn_query_trusted, truncate_rows
 
 __all__ = ["check_rp3beta_params", "rp3beta_similarity", "rp3beta_weights"]
 
@@ -83,10 +83,10 @@ def rp3beta_similarity(
     k = check_k(k, X.shape[1], "items")
     alpha, beta = check_rp3beta_params(alpha, beta)
     show_progress = progress_enabled(show_progress)
-    return _rp3beta_similarity(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
+    return rp3beta_similarity_trusted(X, k, alpha, beta, num_threads, show_progress, executor, block_size)
 
 
-def _rp3beta_similarity(
+def rp3beta_similarity_trusted(
     X, k, alpha, beta, num_threads=0, show_progress=False, executor=None, block_size=None
 ) -> sp.csr_matrix:
     """:func:`rp3beta_similarity` of a canonical ``X`` and checked parameters."""
@@ -101,9 +101,9 @@ def _rp3beta_similarity(
             f"alpha={alpha} and beta={beta} are too large for this data (degrees up to {deg_u.max()} "
             f"per user and {deg_i.max()} per item): RP3β similarities underflow float64"
         )
-    index = _knn_index(M, user_w, item_s)
+    index = knn_index_trusted(M, user_w, item_s)
     ids = np.arange(M.shape[0], dtype=np.int64)
-    return _knn_query(index, M, k, ids, num_threads, show_progress, "RP3β", item_q, executor, block_size)
+    return knn_query_trusted(index, M, k, ids, num_threads, show_progress, "RP3β", item_q, executor, block_size)
 
 
 def rp3beta_weights(S, k=None) -> sp.csr_matrix:

@@ -28,19 +28,14 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from sklearn.exceptions import ConvergenceWarning
-from tqdm.auto import tqdm
 
-from .._progress import progress_enabled
-from .._validation import check_feedback, check_num_threads, check_positive_int, check_sparse, numba_threads
+from .. import _memory
+from .._memory import rows_per_block
+from .._progress import progress, progress_enabled
+from .._threads import check_num_threads, numba_threads
+from .._validation import check_feedback, check_positive_int, check_sparse
 
-__all__ = ["MAX_GRAM_BYTES", "check_slim_params", "slim_weights"]
-
-#: Default bound on the dense int32 Gram matrix ``X^T X`` (n_items**2 * 4 bytes): 1 GiB, i.e.
-#: at most 16,384 items.  Full SLIM above it raises ``MemoryError``; fsSLIM falls back to
-#: computing each item's k x k Gram from its neighbours' user lists (no n x n memory).
-MAX_GRAM_BYTES = 2**30
-
-_BUFFER_FLOATS = 2**22  # bound on the per-chunk coefficient buffer (32 MiB of float64)
+__all__ = ["check_slim_params", "slim_weights"]
 
 
 def slim_weights(
@@ -53,7 +48,7 @@ def slim_weights(
     tol=1e-4,
     num_threads=0,
     show_progress=None,
-    max_gram_bytes=MAX_GRAM_BYTES,
+    max_gram_bytes=_memory.MATRIX_BYTES,
 ) -> sp.csr_matrix:
     """Fit the SLIM (or, with ``neighbors``, fsSLIM) item-item weight matrix.
 
@@ -86,7 +81,10 @@ def slim_weights(
     show_progress : bool or None
         Show a tqdm progress bar over items (``None``: when standard error is a terminal).
     max_gram_bytes : int
-        Memory bound for the dense Gram matrix, see ``MAX_GRAM_BYTES``.
+        Bound on the dense int32 Gram matrix ``X^T X`` (``4 n_items**2`` bytes; default
+        :data:`recsys_ltr._memory.MATRIX_BYTES`, at most 16,384 items).  Full SLIM above it
+        raises ``MemoryError``; fsSLIM falls back to each item's ``k x k`` Gram from its
+        neighbours' user lists (no ``n x n`` memory).
 
     Returns
     -------
@@ -116,7 +114,7 @@ def fit_slim(
     tol=1e-4,
     num_threads=0,
     show_progress=False,
-    max_gram_bytes=MAX_GRAM_BYTES,
+    max_gram_bytes=_memory.MATRIX_BYTES,
 ) -> sp.csr_matrix:
     """:func:`slim_weights` of a canonical feedback matrix, checked parameters and canonical
     ``neighbors`` (sorted rows; the diagonal is dropped by the solver)."""
@@ -206,11 +204,11 @@ def _check_neighbors(neighbors, n_items: int) -> sp.csr_matrix:
 
 def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):
     """Solve every item in chunks (one progress update per chunk) and assemble ``W``."""
-    chunk = max(num_threads, min(math.ceil(n_items / 20), _BUFFER_FLOATS // max(m_max, 1)))
+    chunk = max(num_threads, min(math.ceil(n_items / 20), rows_per_block(8 * m_max)))
     g_diag = np.diag(G).astype(np.float64)
     rows, cols, vals = [], [], []
     n_unconverged = 0
-    with tqdm(total=n_items, desc="fsSLIM" if not full else "SLIM", unit="item", disable=not show_progress) as bar:
+    with progress(show_progress, total=n_items, desc="fsSLIM" if not full else "SLIM", unit="item") as bar:
         for start in range(0, n_items, chunk):
             targets = np.arange(start, min(start + chunk, n_items), dtype=np.int64)
             coef = np.zeros((targets.size, m_max))

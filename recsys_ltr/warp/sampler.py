@@ -92,16 +92,8 @@ from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 from recsys_ltr._rng import randint, seed_state
-from recsys_ltr._validation import (
-    INDEX_DTYPE,
-    check_bool,
-    check_feedback,
-    check_num_threads,
-    check_positive_int,
-    check_real,
-    check_seed,
-    numba_threads,
-)
+from recsys_ltr._threads import check_num_threads, numba_threads
+from recsys_ltr._validation import INDEX_DTYPE, check_bool, check_feedback, check_positive_int, check_real, check_seed
 from recsys_ltr.warp.estimators import _check_curve
 from recsys_ltr.warp.losses import NML_KINDS, nml_loss
 

@@ -1,4 +1,4 @@
-"""L-GMML item affinity: item-to-item retrieval from content, learned on co-consumption (issue 20 sec. 1).
+"""L-GMML item affinity: item-to-item retrieval from content, learned on co-consumption.
 
 :class:`~recsys_ltr.ltr.LGMML` ranks query-document rows; here the queries are items and the
 documents are the other items.  The document vector of a (query ``q``, candidate ``c``) pair is
@@ -45,19 +45,14 @@ from sklearn.utils.extmath import randomized_svd
 from sklearn.utils.validation import check_is_fitted
 
 from .._io import Persistable
+from .._memory import rows_per_block
 from .._progress import progress_enabled
-from .._validation import (
-    INDEX_DTYPE,
-    check_num_threads,
-    check_positive_int,
-    check_random_state,
-    check_real,
-    check_sparse,
-    numba_threads,
-)
-from .affinity import Affinity
-from .content import _check_content, _nearest, coconsumption_relevance, gaussian_in_place
-from .knn import check_k
+from .._threads import check_num_threads, numba_threads
+from .._validation import INDEX_DTYPE, check_positive_int, check_random_state, check_real, check_sparse
+from ..neighbors.affinity import Affinity
+from ..neighbors.content import _check_content, _nearest, coconsumption_relevance, gaussian_in_place
+from ..neighbors.knn import check_k
+from .lgmml import LGMML
 
 __all__ = ["PAIRS", "SCOPES", "LGMMLAffinity", "candidate_relevance", "pair_vectors", "rerank_costs"]
 
@@ -65,7 +60,6 @@ __all__ = ["PAIRS", "SCOPES", "LGMMLAffinity", "candidate_relevance", "pair_vect
 PAIRS = ("absdiff", "product", "both")
 #: Where :class:`LGMMLAffinity` takes the co-consumption relevance from.
 SCOPES = ("all", "candidates")
-_BLOCK_FLOATS = 2**22  # pair-vector floats scored at once
 
 
 def pair_vectors(U, queries, candidates, pair="absdiff") -> np.ndarray:
@@ -82,12 +76,6 @@ def pair_vectors(U, queries, candidates, pair="absdiff") -> np.ndarray:
     if pair == "product":
         return A * B
     return np.hstack((A * B, np.abs(A - B)))
-
-
-def _default_lgmml():
-    from ..ltr.lgmml import LGMML
-
-    return LGMML()
 
 
 class LGMMLAffinity(Persistable, BaseEstimator):
@@ -186,8 +174,6 @@ class LGMMLAffinity(Persistable, BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
-        from ..ltr.lgmml import LGMML
-
         check_positive_int(self.k, "k")
         check_positive_int(self.n_candidates, "n_candidates")
         check_positive_int(self.n_components, "n_components")
@@ -291,7 +277,7 @@ class LGMMLAffinity(Persistable, BaseEstimator):
         cand = C.indices.reshape(n, n_candidates).astype(np.int64)
         d2 = C.data.reshape(n, n_candidates)
         width = self._pair_width(U.shape[1])
-        step = max(1, _BLOCK_FLOATS // (n_candidates * width))
+        step = rows_per_block(8 * n_candidates * width)
         f = np.empty((n, n_candidates))
         for lo in range(0, n, step):
             block = cand[lo : lo + step]
@@ -315,7 +301,7 @@ class LGMMLAffinity(Persistable, BaseEstimator):
         return d * (2 if self.pair == "both" else 1) + bool(self.distance_feature)
 
     def _ranker_template(self):
-        return self.lgmml if self.lgmml is not None else _default_lgmml()
+        return self.lgmml if self.lgmml is not None else LGMML()
 
     def _saved_params(self):
         """The ranker is saved as ``{"class", "params"}``, its fitted state under ``lgmml__``."""
@@ -326,8 +312,6 @@ class LGMMLAffinity(Persistable, BaseEstimator):
 
     @classmethod
     def _decode_params(cls, params):
-        from ..ltr.lgmml import LGMML
-
         spec = params.get("lgmml")
         if spec is None:
             return params

@@ -1,12 +1,12 @@
-"""LambdaMART re-ranking of FEBR's candidate pools (LightGBM's ``lambdarank`` objective).
+"""LambdaMART trees (LightGBM's ``lambdarank`` objective) as plain arrays.
 
-The ranker is trained by ``lightgbm.train`` (optional dependency, ``pip install
-"recsys-ltr[lightgbm]"``) on the stacked features of the training pools
-(:mod:`recsys_ltr.febr.stacking`), with early stopping on NDCG@10 of the validation pools (FEBR
-then picks among :data:`SETTINGS` by validation ADG).  The fitted trees
-are then copied into plain arrays (:class:`Trees`) evaluated by a numba kernel: a saved model needs
-no LightGBM to predict, and a file's trees are checked like any other array (every child index in
-range, every split on an existing feature) before they are used.
+:func:`fit_lambdamart` trains by ``lightgbm.train`` (optional dependency, ``pip install
+"recsys-ltr[lightgbm]"``) on rows grouped per query, with early stopping on NDCG@10 of validation
+queries when given; the fitted trees are copied into plain arrays (:class:`Trees`) evaluated by a
+numba kernel: a saved model needs no LightGBM to predict, and a file's trees are checked like any
+other array (every child index in range, every split on an existing feature) before they are used.
+Used by :class:`~recsys_ltr.ltr.LambdaMART` and by FEBR's re-ranker (:class:`~recsys_ltr.febr.FEBR`,
+``scorer="lambdamart"``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from numba import njit, prange
 
 from .._validation import check_positive_int
 
-__all__ = ["DEFAULTS", "SETTINGS", "Trees", "fit_lambdamart", "predict_trees"]
+__all__ = ["DEFAULTS", "Trees", "fit_lambdamart", "predict_trees"]
 
-#: LightGBM settings under every FEBR LambdaMART fit (``lambdamart_params`` overrides them).
+#: LightGBM settings under every LambdaMART fit (the ``params`` of :func:`fit_lambdamart` override them).
 DEFAULTS = {
     "objective": "lambdarank",
     "learning_rate": 0.05,
@@ -32,9 +32,6 @@ DEFAULTS = {
     "eval_at": [10],
     "verbosity": -1,
 }
-#: The settings FEBR tries when ``lambdamart_params`` is not given: small trees with large leaves
-#: (on movielens-1m-implicit the better of the two), LightGBM's default trees.
-SETTINGS = ({"num_leaves": 7, "min_data_in_leaf": 100}, {"num_leaves": 31, "min_data_in_leaf": 20})
 _ROUNDS = 500  # boosting rounds at most (early stopping after 50 without progress)
 _ROUND_ALIASES = (
     "num_iterations",
@@ -148,10 +145,10 @@ def fit_lambdamart(train, valid, params, random_state, num_threads):
     with early stopping on ``valid`` (same form, or ``None``: all rounds); ``params`` override
     :data:`DEFAULTS` (``num_iterations`` or an alias: the rounds, default 500).  Returns ``(trees, rounds)``."""
     try:
-        import lightgbm
+        import lightgbm  # the optional extra recsys-ltr[lightgbm]
     except ImportError as exc:
         raise ImportError(
-            'FEBR(scorer="lambdamart") needs LightGBM: pip install "recsys-ltr[lightgbm]" (or pip install lightgbm)'
+            'LambdaMART needs LightGBM: pip install "recsys-ltr[lightgbm]" (or pip install lightgbm)'
         ) from exc
     settings = {**DEFAULTS, **(params or {})}
     rounds = _ROUNDS

@@ -1,0 +1,245 @@
+"""OPT-ADG (dissertation sec. 4.6, Alg. 4.2): the training shared by :class:`~recsys_ltr.febr.FEBR`
+and :class:`~recsys_ltr.febr.AffinityFEBR`.
+
+A FEBR model scores a pair by a learnt linear function of its features, ``f(u, i) = theta . (phi(u,
+i) - mean) / scale``, trained for ADG through the shared engine :class:`recsys_ltr.warp.WarpSampler`::
+
+    (1/|U|) sum_u sum_{i+ in L_u, v in V(u, i+)} C(|V|) (f(u, v) - f(u, i+) + 1) / (|L_u| |V|)
+        + regularization ||theta||^2,        C(k) = 1 - 1 / log2(k + 2)   (Eq. 4.8)
+
+``u`` uniform, ``i+`` uniform in the labels ``L_u``, negatives uniform among the non-labels until
+one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spent, then a step on
+``C(floor(N_u / n_s)) (f(u, v) - f(u, i+) + 1) + regularization ||theta||^2`` (``n_s`` draws spent).
+
+:class:`OptADGRecommender` holds what both models share: the training loop (:meth:`~OptADGRecommender.
+_sgd`: chunks of ``eval_every`` samples, early stopping on validation ADG, ``history_``), the
+validation carved out of ``X`` when none is given, the label holdout (a training label must not be
+among the data its features were computed from) and the refit on all of ``X``.  A subclass makes
+the features and the scorer (``_train``), and the prediction-time state (``_refit``).
+
+Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts ``(u, i+)`` samples
+(SGD steps), ``gamma`` and ``beta`` are the rank truncation of sec. 3.5.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._progress import progress
+from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
+from ..models.base import Recommender
+from ..split import eligible_positives, holdout_trusted, kfold_trusted
+
+__all__ = ["STAT_USERS", "OptADGRecommender"]
+
+#: Statistics of the features (their standardisation, the bases' score moments) are taken over at
+#: most this many evenly spaced users: a fixed sample, as scaling is only a preconditioner.
+STAT_USERS = 1000
+
+
+class OptADGRecommender(Recommender):
+    """Base of the FEBR estimators: parameters and fit of OPT-ADG (module docstring).
+
+    Subclasses define ``__init__`` (with the shared parameters below), ``_INITS`` (their starting
+    points of ``theta``, the default first), ``_train(X, validation, rng, bar)`` and ``_refit(X)``.
+
+    Shared parameters
+    -----------------
+    holdout : float in [0, 1)
+        Fraction of each user's positives held out as training labels, with features from the rest;
+        ``0``: training on ``X`` itself (leaky: the dissertation's setting).
+    label_exclude_top : int or None
+        Draw the training labels outside the ``label_exclude_top`` most popular items, as the
+        novelty protocol draws its held-out items (``None``: uniformly, as the standard protocol).
+    validation_fraction : float in [0, 1)
+        Without a ``validation`` matrix, ``fit`` holds out this fraction of each user's positives
+        for early stopping and model selection (scikit-learn's habit); ``0``: none.
+    refit : bool
+        After training on a held-out validation split, refit the features on all of ``X``.
+    regularization : float >= 0
+        ``lambda ||theta||^2``.
+    learning_rate : float > 0
+    max_iter : int
+        Maximum number of ``(u, i+)`` samples (SGD steps).
+    gamma, beta :
+        Rank truncation: at most ``max(1, floor(N_u / gamma))`` negative draws, or the cap ``beta``.
+    eval_every : int
+        Samples between two validation evaluations (``history_`` records).
+    early_stopping : int or None
+        Stop after this many evaluations without a better validation ADG (``None``: run all
+        samples); the best ``theta`` seen is kept either way.
+    validation_users : int or None
+        At most this many validation users (a fixed random sample) in the validation evaluations.
+    init : str
+        Starting ``theta`` (subclasses).
+    random_state : int or None
+        Seed of the splits and the sampler.  With ``num_threads=1`` a seed gives a bit-for-bit
+        identical model; with more threads Hogwild updates interleave differently between runs.
+    num_threads : int
+        numba threads (0 = all).
+    show_progress : bool or None
+        Progress bar over training, validation ADG in its postfix (``None``: on in a terminal).
+
+    Shared attributes
+    -----------------
+    coef_, feature_mean_, feature_scale_ : ndarray (n_features,)
+        ``theta`` and the standardisation of the features named in ``feature_names_`` (the rows of
+        ``linear_``).
+    history_ : list of dict
+        One record every ``eval_every`` samples (``iteration``, ``loss``: mean weighted hinge per
+        sample plus ``regularization ||theta||^2``, ``violators``, ``draws``, ``val_adg``); record 0
+        holds the start.  Not saved.
+    best_iteration_ : int
+        Samples drawn when the kept ``theta`` was reached.
+    """
+
+    _INITS: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ configuration
+    def _check_params(self):
+        super()._check_params()
+        if self.init not in self._INITS:
+            raise ValueError(f"init must be one of {self._INITS}, got {self.init!r}")
+        self._check_holdout()
+        if self.label_exclude_top is not None:
+            check_positive_int(self.label_exclude_top, "label_exclude_top", minimum=0)
+        check_real(self.validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True)
+        if not isinstance(self.refit, (bool, np.bool_)):
+            raise TypeError(f"refit must be a bool, got {self.refit!r}")
+        check_real(self.regularization, "regularization", low=0.0)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
+        check_positive_int(self.max_iter, "max_iter", minimum=0)
+        check_positive_int(self.eval_every, "eval_every")
+        check_positive_int(self.gamma if self.beta is None else self.beta, "gamma" if self.beta is None else "beta")
+        for name in ("early_stopping", "validation_users"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        check_seed(self.random_state)
+
+    def _check_holdout(self):
+        check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
+
+    def _check_data_params(self, X):
+        top = self._param("label_exclude_top")
+        if top is not None and top >= X.shape[1]:
+            raise ValueError(f"label_exclude_top={top} leaves no item to draw labels from ({X.shape[1]} items)")
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y=None, *, validation=None):
+        """Fit on the feedback matrix ``X``; ``validation`` (keyword, same shape, disjoint from
+        ``X``) serves early stopping and model selection (without it ``validation_fraction`` of
+        ``X`` is held out).  ``y`` must be ``None`` (scikit-learn's signature).  Returns ``self``."""
+        if y is not None:
+            raise TypeError(
+                f"{type(self).__name__}.fit takes the validation matrix as a keyword, fit(X, validation=V); "
+                "y must be None"
+            )
+        return super().fit(X, validation=validation)
+
+    def _check_fit_params(self, X, validation=None):
+        if validation is None:
+            return {"validation": None}
+        validation = check_feedback(validation, "validation")
+        check_same_shape(X, validation, "X", "validation")
+        overlap = X.multiply(validation).nnz
+        if overlap:
+            raise ValueError(
+                f"validation and X share {overlap} (user, item) pair(s): validation positives must be "
+                "held out of X (split.holdout gives disjoint parts)"
+            )
+        return {"validation": validation}
+
+    def _fit(self, X, validation=None):
+        rng = np.random.default_rng(self.random_state)
+        X_fit = X
+        if validation is None and self.validation_fraction > 0:
+            X_fit, validation, _ = holdout_trusted(X, float(self.validation_fraction), 0.0, rng)
+            if validation.nnz == 0:
+                X_fit, validation = X, None
+        self.history_ = []
+        with progress(self.show_progress, desc=type(self).__name__, total=self.max_iter) as bar:
+            self._train(X_fit, validation, rng, bar)
+        if X_fit is not X and self.refit:
+            self._refit(X)
+
+    def _train(self, X, validation, rng, bar):
+        raise NotImplementedError
+
+    def _refit(self, X):
+        raise NotImplementedError
+
+    def _label_parts(self, X, rng):
+        """``[(F, L), ...]``: feature parts and their labels (drawn outside the ``label_exclude_top``
+        most popular items when given): one holdout for a fraction, ``K`` out-of-fold parts for an
+        int ``K``, ``[(X, X)]`` for ``0``."""
+        if self.holdout == 0:
+            return [(X, X)]
+        eligible = eligible_positives(X, self.label_exclude_top)
+        if isinstance(self.holdout, (int, np.integer)):
+            parts = list(kfold_trusted(X, int(self.holdout), rng, eligible))
+        else:
+            parts = [holdout_trusted(X, float(self.holdout), 0.0, rng, eligible)[:2]]
+        if parts[0][1].nnz == 0:
+            raise ValueError(f"holdout={self.holdout} leaves no label positive: users have too few interactions")
+        return parts
+
+    # ------------------------------------------------------------------ the linear scorer
+    def _set_linear(self, mean, scale) -> np.ndarray:
+        """``linear_ = [theta = 0, mean, scale]``; returns ``theta``, a view that SGD updates in place."""
+        self.linear_ = np.vstack([np.zeros(mean.size), mean, scale])
+        self._prepare_linear()
+        return self.coef_
+
+    def _prepare_linear(self):
+        self.coef_, self.feature_mean_, self.feature_scale_ = self.linear_  # views: rows of a C-ordered array
+
+    def _prepare(self):
+        super()._prepare()
+        self.linear_ = np.ascontiguousarray(self.linear_, dtype=np.float64)
+        self._prepare_linear()
+
+    def _check_linear(self, d: int):
+        """Check a loaded ``linear_`` against the ``d`` features of the fitted parameters."""
+        if self.linear_.shape != (3, d) or np.any(self.linear_[2] <= 0):
+            raise ValueError(f"linear_ must hold theta, mean and a positive scale of {d} features")
+
+    def _limit(self) -> dict:
+        """The engine's rank truncation: ``gamma`` or ``beta``."""
+        return {"gamma": self.gamma} if self.beta is None else {"beta": self.beta}
+
+    def _sgd(self, sampler, state, fns, theta, monitor, validate, bar, total=None):
+        """OPT-ADG: SGD through the engine in chunks of ``eval_every`` samples, keeping the model of
+        the best validation ADG (``validate(theta)``; the last one without validation).  With
+        ``total`` (the sum of the iterates, updated by the update function) the model is the
+        average of the iterates so far (Polyak-Ruppert averaging: the constant-step iterates
+        wander, their average converges), else the current iterate."""
+        start = theta.copy()
+        best = (validate(start), start, 0) if validate is not None else None
+        if best is not None:
+            self.history_.append({"iteration": 0, "val_adg": best[0]})
+        stale = done = updates = 0
+        current = start
+        while done < self.max_iter:
+            n = min(self.eval_every, self.max_iter - done)
+            monitor[0] = 0.0
+            stats = sampler.sgd(state, *fns[:2], n, self.learning_rate, rows=fns[2])
+            done, updates = done + n, updates + stats.violators
+            if not np.all(np.isfinite(theta)):
+                raise FloatingPointError(f"theta diverged after {done} samples: lower learning_rate")
+            current = theta.copy() if total is None else (total / updates if updates else start)
+            record = {
+                "iteration": done,
+                "loss": monitor[0] / n + self.regularization * float(theta @ theta),
+                "violators": stats.violators,
+                "draws": stats.draws,
+            }
+            bar.update(n)
+            if best is not None:
+                record["val_adg"] = adg = validate(current)
+                best, stale = ((adg, current, done), 0) if adg > best[0] else (best, stale + 1)
+                bar.set_postfix(val_adg=f"{adg:.4f}")
+            self.history_.append(record)
+            if self.early_stopping is not None and stale >= self.early_stopping:
+                break
+        self.best_iteration_ = done if best is None else best[2]
+        return current if best is None else best[1]
