@@ -28,7 +28,7 @@ Workloads
 * ``febr`` (on the data sets of ``--febr-on``, default gowalla): a stacked FEBR over item-p and
   user-p (``ItemKNN(k)``, ``UserKNN(k)``; ``--febr-iterations`` OPT-ADG samples, fitted once in
   this process on the same split, fit seconds in the header), then its full-ranking evaluation of
-  the same test users and its feature extraction (:func:`recsys_ltr.executors.febr_features`: the
+  the same test users and its feature extraction (:func:`recsys_ltr.febr.febr_features`: the
   features of every pair of every user's head, the bases scoring every item) for those users;
   throughput in users/s.  The features are not gathered: the driver hashes each block as it
   arrives (equality with in-process is checked on the hashes).
@@ -65,8 +65,8 @@ import scipy.sparse as sp
 
 from recsys_ltr import datasets, split
 from recsys_ltr._validation import check_feedback
-from recsys_ltr.executors import RayExecutor, SerialExecutor, febr_features
-from recsys_ltr.febr import FEBR
+from recsys_ltr.executors import RayExecutor, SerialExecutor
+from recsys_ltr.febr import FEBR, febr_features
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN, UserKNN
 from recsys_ltr.neighbors import cosine_affinity

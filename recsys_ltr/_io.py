@@ -282,11 +282,12 @@ class Persistable:
     * ``_check_params()`` -- the parameter validation ``fit`` runs, rerun on loaded parameters;
     * ``_prepare()`` -- derive the attributes that are not saved.
 
-    Estimators nested in another (FEBR's bases, RankBlend's members) are a feature of this layer:
-    ``_nested = (parameter, fitted attribute, state prefix, base class)`` saves the fitted list as
-    ``[{"class", "params"}, ...]`` in the parameter and the state of member ``j`` under
-    ``<prefix><j>__<name>`` (but for the names in ``_shared_state``, which the members take from
-    the outer estimator); :meth:`_load_nested` restores them.  Parameters renamed since a file was
+    Estimators nested in another (FEBR's bases, RankBlend's members, LGMMLAffinity's ranker) are a
+    feature of this layer: ``_nested = (parameter, fitted attribute, state prefix, base class)``
+    saves the fitted estimator as ``{"class", "params"}`` in the parameter (a list of them for a
+    list) and its state under ``<prefix>__<name>`` (member ``j`` of a list: ``<prefix><j>__<name>``),
+    but for the names in ``_shared_state``, which the members take from the outer estimator;
+    :meth:`_load_nested` restores them.  Parameters renamed since a file was
     written are read under their new names (``_renamed_params``).
 
     Loading builds the estimator from the saved parameters, so a loaded model answers exactly as
@@ -370,9 +371,8 @@ class Persistable:
         params = dict(getattr(self, "params_", None) or self.get_params(deep=False))
         if self._nested is not None:
             name, fitted = self._nested[:2]
-            params[name] = [
-                {"class": type(est).__name__, "params": est._saved_params()} for est in getattr(self, fitted)
-            ]
+            specs = [{"class": type(est).__name__, "params": est._saved_params()} for _, est in self._fitted_nested()]
+            params[name] = specs if isinstance(getattr(self, fitted), list) else specs[0]
         return params
 
     @classmethod
@@ -382,43 +382,56 @@ class Persistable:
             return params
         name, _, _, base_cls = cls._nested
         specs = params.get(name)
-        if not isinstance(specs, list) or not specs:
-            raise ValueError(f"{name} must list the nested estimators' classes and parameters")
+        if specs is None:
+            return params
+        if not isinstance(specs, (list, dict)) or not specs:
+            raise ValueError(f"{name} must give the nested estimators' classes and parameters")
         decoded = []
-        for spec in specs:
+        for spec in specs if isinstance(specs, list) else [specs]:
             nested_cls = _REGISTRY.get(spec.get("class")) if isinstance(spec, dict) else None
             if nested_cls is None or not issubclass(nested_cls, base_cls) or not isinstance(spec.get("params"), dict):
                 raise ValueError(f"{name} holds {spec!r}, not a {base_cls.__name__}'s class and parameters")
             decoded.append(nested_cls(**nested_cls._decode_params(nested_cls._renamed(spec["params"]))))
-        return {**params, name: decoded}
+        return {**params, name: decoded if isinstance(specs, list) else decoded[0]}
 
     def _saved_state(self) -> dict:
         """Fitted attributes written by :meth:`save` (default: ``_state_attributes``, then the
         nested estimators' under their prefixes)."""
         state = {name: getattr(self, name) for name in self._state_attributes}
-        for prefix, est in self._nested_members(getattr(self, self._nested[1]) if self._nested else ()):
+        for prefix, est in self._fitted_nested():
             state.update({prefix + k: v for k, v in est._saved_state().items() if k not in self._shared_state})
         return state
 
     def _state_names(self) -> tuple:
         """Names a file may hold, given the (loaded) parameters."""
         names = tuple(self._state_attributes)
-        for prefix, est in self._nested_members(getattr(self, self._nested[0]) if self._nested else ()):
+        for prefix, est in self._nested_members(self._nested_templates() if self._nested else None):
             names += tuple(prefix + n for n in est._state_names() if n not in self._shared_state)
         return names
 
-    def _nested_members(self, estimators):
-        prefix = self._nested[2] if self._nested else ""
-        return [(f"{prefix}{j}__", est) for j, est in enumerate(estimators)]
+    def _nested_templates(self):
+        """The unfitted nested estimator(s) a file's state is restored into (default: the parameter)."""
+        return getattr(self, self._nested[0])
+
+    def _fitted_nested(self) -> list:
+        return self._nested_members(getattr(self, self._nested[1]) if self._nested else None)
+
+    def _nested_members(self, value) -> list:
+        """``(state prefix, estimator)`` of a nested list's members, or of one nested estimator."""
+        if value is None:
+            return []
+        if isinstance(value, (list, tuple)):
+            return [(f"{self._nested[2]}{j}__", est) for j, est in enumerate(value)]
+        return [(f"{self._nested[2]}__", value)]
 
     def _load_nested(self, state: dict, specs: dict) -> None:
         """Restore the fitted nested estimators (``_nested``) from their parts of a file's state,
         each given this estimator's ``_shared_state``."""
         if self._nested is None:
             return
-        name, fitted = self._nested[:2]
+        templates = self._nested_templates()
         members = []
-        for prefix, template in self._nested_members(getattr(self, name)):
+        for prefix, template in self._nested_members(templates):
             member = clone(template)
             member._check_params()
             sub = {n[len(prefix) :]: v for n, v in state.items() if n.startswith(prefix)}
@@ -428,7 +441,7 @@ class Persistable:
             member._load_state(sub, sub_specs)
             member._prepare()
             members.append(member)
-        setattr(self, fitted, members)
+        setattr(self, self._nested[1], members if isinstance(templates, (list, tuple)) else members[0])
 
     def _check_params(self):
         """Validate the parameters (subclasses)."""

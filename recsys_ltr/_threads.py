@@ -61,12 +61,13 @@ def limit_threads(num_threads, blas=None):
 @contextlib.contextmanager
 def task_threads(threads: int):
     """Run the enclosed block as a worker task granted ``threads`` CPUs: every ``num_threads`` is
-    capped at ``threads``, numba and BLAS run on that many, then restore."""
+    capped at ``threads``, and numba and every native pool (BLAS, OpenMP: LightGBM's, implicit's)
+    run on that many, then restore."""
     global _TASK_THREADS
     previous = _TASK_THREADS
     _TASK_THREADS = check_positive_int(threads, "threads")
     try:
-        with limit_threads(0):
+        with numba_threads(0), thread_pools().limit(limits=_TASK_THREADS):
             yield
     finally:
         _TASK_THREADS = previous

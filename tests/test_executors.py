@@ -134,9 +134,13 @@ def test_bad_worker_parameters():
 def test_a_task_caps_every_thread_count_at_its_share():
     cores = numba.config.NUMBA_NUM_THREADS
     before = numba.get_num_threads()
+    import lightgbm  # noqa: F401  (its OpenMP pool is one a task must hold to its share)
+    from threadpoolctl import threadpool_info
+
     with task_threads(1):
         assert numba.get_num_threads() == 1
         assert check_num_threads(0) == check_num_threads(64) == 1  # a model's num_threads too
+        assert {p["num_threads"] for p in threadpool_info()} == {1}  # BLAS and OpenMP pools alike
         with numba_threads(0):
             assert numba.get_num_threads() == 1
     assert numba.get_num_threads() == before and check_num_threads(0) == cores

@@ -11,8 +11,7 @@ i) - mean) / scale``, trained for ADG through the shared engine :class:`recsys_l
 one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spent, then a step on
 ``C(floor(N_u / n_s)) (f(u, v) - f(u, i+) + 1) + regularization ||theta||^2`` (``n_s`` draws spent).
 
-:class:`OptADGRecommender` holds what both models share: the training loop (:meth:`~OptADGRecommender.
-_sgd`: chunks of ``eval_every`` samples, early stopping on validation ADG, ``history_``), the
+:class:`OptADGRecommender` holds what both models share: the training loop (``_sgd``: chunks of ``eval_every`` samples, early stopping on validation ADG, ``history_``), the
 validation carved out of ``X`` when none is given, the label holdout (a training label must not be
 among the data its features were computed from) and the refit on all of ``X``.  A subclass makes
 the features and the scorer (``_train``), and the prediction-time state (``_refit``).
@@ -43,8 +42,8 @@ class OptADGRecommender(Recommender):
     Subclasses define ``__init__`` (with the shared parameters below), ``_INITS`` (their starting
     points of ``theta``, the default first), ``_train(X, validation, rng, bar)`` and ``_refit(X)``.
 
-    Shared parameters
-    -----------------
+    Parameters
+    ----------
     holdout : float in [0, 1)
         Fraction of each user's positives held out as training labels, with features from the rest;
         ``0``: training on ``X`` itself (leaky: the dissertation's setting).
@@ -80,8 +79,8 @@ class OptADGRecommender(Recommender):
     show_progress : bool or None
         Progress bar over training, validation ADG in its postfix (``None``: on in a terminal).
 
-    Shared attributes
-    -----------------
+    Attributes
+    ----------
     coef_, feature_mean_, feature_scale_ : ndarray (n_features,)
         ``theta`` and the standardisation of the features named in ``feature_names_`` (the rows of
         ``linear_``).

@@ -295,6 +295,7 @@ class LGMMLAffinity(Persistable, BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     _state_attributes = ("affinity_", "components_", "bandwidth_")
+    _nested = ("lgmml", "lgmml_", "lgmml", LGMML)  # the ranker, saved by the persistence layer
 
     def _pair_width(self, d):
         """Columns of the pair vectors of ``d``-dimensional reduced content."""
@@ -303,30 +304,11 @@ class LGMMLAffinity(Persistable, BaseEstimator):
     def _ranker_template(self):
         return self.lgmml if self.lgmml is not None else LGMML()
 
-    def _saved_params(self):
-        """The ranker is saved as ``{"class", "params"}``, its fitted state under ``lgmml__``."""
-        params = super()._saved_params()
-        if params["lgmml"] is not None:
-            params["lgmml"] = {"class": "LGMML", "params": params["lgmml"]._saved_params()}
-        return params
-
-    @classmethod
-    def _decode_params(cls, params):
-        spec = params.get("lgmml")
-        if spec is None:
-            return params
-        if not isinstance(spec, dict) or spec.get("class") != "LGMML" or not isinstance(spec.get("params"), dict):
-            raise ValueError(f"lgmml must be null or an LGMML's class and parameters, got {spec!r}")
-        return {**params, "lgmml": LGMML(**LGMML._decode_params(spec["params"]))}
+    def _nested_templates(self):
+        return self._ranker_template()
 
     def _saved_state(self):
-        state = super()._saved_state()
-        state["bandwidth_"] = np.array([self.bandwidth_])
-        state.update({f"lgmml__{k}": v for k, v in self.lgmml_._saved_state().items()})
-        return state
-
-    def _state_names(self):
-        return super()._state_names() + tuple(f"lgmml__{n}" for n in self._ranker_template()._state_names())
+        return {**super()._saved_state(), "bandwidth_": np.array([self.bandwidth_])}
 
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
@@ -338,12 +320,8 @@ class LGMMLAffinity(Persistable, BaseEstimator):
         if self.bandwidth_.shape != (1,) or not self.bandwidth_[0] > 0:
             raise ValueError("bandwidth_ must hold one positive number")
         self.bandwidth_ = float(self.bandwidth_[0])
-        ranker = clone(self._ranker_template()).set_params(num_threads=self.num_threads)
-        prefix = "lgmml__"
-        ranker._load_state(
-            {n[len(prefix) :]: v for n, v in state.items() if n.startswith(prefix)},
-            {n[len(prefix) :]: s for n, s in specs.items() if n.startswith(prefix)},
-        )
+        self._load_nested(state, specs)
+        ranker = self.lgmml_.set_params(num_threads=self.num_threads)
         width = self._pair_width(Vt.shape[0])
         if ranker.n_features_in_ != width:
             raise ValueError(f"the ranker has {ranker.n_features_in_} features, the pair vectors {width}")

@@ -2,7 +2,7 @@
 
 ``score(u, i) = sum_{j in O+_u & KNN_content(i)} A_ij = [ktrunc(A)]_i . u`` (Theorem 4.3), the
 item-p rule of :class:`~recsys_ltr.models.ItemKNN` with ``A`` and ``KNN`` taken from item content
-(:class:`~recsys_ltr.neighbors.ContentAffinity`, :class:`~recsys_ltr.neighbors.LGMMLAffinity`)
+(:class:`~recsys_ltr.neighbors.ContentAffinity`, :class:`~recsys_ltr.ltr.LGMMLAffinity`)
 instead of the feedback matrix.  A cold item ``i`` (no training interaction) scores through its
 warm content neighbours ``j`` that the user consumed, so it can be recommended before anyone has
 consumed it.
