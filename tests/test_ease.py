@@ -215,29 +215,32 @@ def test_auto_takes_the_dense_solve_up_to_dense_max_items():
 
 def test_solver_choice_under_a_tiny_memory_limit():
     D = random_matrix(0, n_items=100, n_users=200, density=0.05)  # dense 80 kB, sparse k=3 16 kB
-    with pytest.warns(RuntimeWarning, match=r"dense solve of 100 items needs 80 kB but 40 kB"):
-        assert EASE(regularization=5.0, k=3, memory_limit=40_000).fit(D).solver_ == "sparse"
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # asked for: no warning
+        warnings.simplefilter("error")  # a parameter decides: no warning
+        assert EASE(regularization=5.0, k=3, memory_limit=40_000).fit(D).solver_ == "sparse"
         assert EASE(regularization=5.0, k=3, solver="sparse", memory_limit=40_000).fit(D).solver_ == "sparse"
         assert EASE(regularization=5.0, k=3, memory_limit=80_000).fit(D).solver_ == "dense"
-    with pytest.raises(MemoryError, match=r"dense solve of 100 items needs 80 kB but 40 kB.*solver='sparse'"):
+    with pytest.raises(MemoryError, match=r"dense solve of 100 items needs about 80 kB but memory_limit is 40 kB: "):
         EASE(regularization=5.0, solver="dense", memory_limit=40_000).fit(D)
-    with pytest.raises(MemoryError, match=r"sparse solve of 100 items with k=3 needs about 16 kB but 10 kB.*lower k"):
+    with pytest.raises(MemoryError, match=r"sparse solve of 100 items with k=3 needs about 16 kB but .*lower k"):
         EASE(regularization=5.0, k=3, memory_limit=10_000).fit(D)
 
 
-def test_solver_choice_reads_the_available_memory(monkeypatch):
+def test_solver_choice_does_not_depend_on_the_free_memory(monkeypatch):
+    """The data and the parameters choose the solver; too little memory is an error naming the bytes
+    needed and available and the solver that would fit, never a silent switch."""
     D = random_matrix(0, n_items=100, n_users=200, density=0.05)
+    for room in (None, 10**12, 10**6):
+        monkeypatch.setattr(_memory, "available_bytes", lambda room=room: room)
+        assert EASE(regularization=5.0, k=3).fit(D).solver_ == "dense"
+        assert EASE(regularization=5.0, k=3, dense_max_items=50).fit(D).solver_ == "sparse"
     monkeypatch.setattr(_memory, "available_bytes", lambda: 40_000)
-    with pytest.warns(RuntimeWarning, match="40 kB can be allocated"):
-        assert EASE(regularization=5.0, k=3).fit(D).solver_ == "sparse"
-    with pytest.warns(RuntimeWarning):
-        assert (
-            EASE(regularization=5.0, k=3, memory_limit=10**12).fit(D).solver_ == "sparse"
-        )  # a limit never adds memory
-    monkeypatch.setattr(_memory, "available_bytes", lambda: None)  # unknown: no check
-    assert EASE(regularization=5.0, solver="dense", k=3).fit(D).solver_ == "dense"
+    with pytest.raises(
+        MemoryError,
+        match=r"dense solve of 100 items needs about 80 kB but the memory available is 40 kB: "
+        r"solver='sparse' needs about 16 kB",
+    ):
+        EASE(regularization=5.0, k=3).fit(D)
 
 
 def test_available_memory_is_positive_on_linux():

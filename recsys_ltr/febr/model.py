@@ -64,8 +64,8 @@ class FEBR(OptADGRecommender):
     Parameters
     ----------
     bases : "auto" or list of Recommender
-        ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES` (EASE on catalogues
-        within its ``dense_max_items``, ALS, RP3β, KUNN, user-p, item-p), each with a small grid of
+        ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES` (EASE, dense on small
+        catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p, item-p), each with a small grid of
         its main hyper-parameters searched leak-free on the training labels.  A list: these
         recommenders with their parameters as given (a model already fitted on the same ``X`` is
         reused at prediction).

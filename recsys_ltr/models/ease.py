@@ -3,8 +3,6 @@ with a sparse approximate inverse for catalogues too large for the dense solve."
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -47,9 +45,11 @@ class EASE(Recommender):
       It is exact when each row's pattern holds every earlier item it is coupled to (e.g. a
       Gram matrix that is block diagonal with dense blocks of at most ``k + 1`` items).
 
-    ``"auto"`` takes the dense solve when ``n_items <= dense_max_items`` and its matrix fits in the
-    memory available (see ``memory_limit``), and the sparse one otherwise (with a warning when
-    only memory decided).  Scores depend only on the user's row (``item_based``): new users are
+    ``"auto"`` takes the dense solve when ``n_items <= dense_max_items`` (and its matrix fits in
+    ``memory_limit`` when one is given), the sparse one otherwise: the data and the parameters
+    decide, never the memory free at fit time.  A chosen solver that needs more than
+    ``memory_limit`` or than the memory available raises ``MemoryError`` naming the bytes needed and
+    available and what the other solver needs.  Scores depend only on the user's row (``item_based``): new users are
     scored from ``user_items`` without refitting.  ``similar_items(i)`` ranks the row ``B_i.``:
     the weight item ``i`` adds to every other item's score (implicit's convention for item-item
     models, whose scores are ``user_items @ W``).
@@ -65,8 +65,8 @@ class EASE(Recommender):
     dense_max_items : int >= 1
         ``"auto"`` solves catalogues up to this size densely (the dense fit time grows as ``n_items^3``).
     memory_limit : int, optional
-        Bytes a fit may allocate; by default (and at most) the memory available when ``fit``
-        starts (:func:`recsys_ltr._memory.available_bytes`).  A solver that does not fit raises ``MemoryError``.
+        Bytes a fit may allocate: ``"auto"`` solves densely only within it, and a solver that needs
+        more raises ``MemoryError`` (as one that needs more than the memory available does).
     num_threads : int
         BLAS threads of the dense solve and numba threads of the sparse solve and of scoring
         (0 = all).
@@ -128,34 +128,25 @@ class EASE(Recommender):
             self.B_, self.factor_ = None, self._sparse_factor(A)
 
     def _choose_solver(self, n):
-        """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and the memory left."""
-        budget = _memory.available_bytes()
-        if self.memory_limit is not None:
-            budget = self.memory_limit if budget is None else min(budget, self.memory_limit)
-        dense = 8.0 * n * n
-        dense_fits = budget is None or dense <= budget
-        room = "an unknown amount" if budget is None else _size(budget)
-        if self.solver == "dense" or (self.solver == "auto" and n <= self.dense_max_items and dense_fits):
-            if not dense_fits:
-                raise MemoryError(
-                    f"EASE's dense solve of {n} items needs {_size(dense)} but {room} can be allocated: "
-                    f"use solver='sparse' (or 'auto'), or free memory"
+        """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and ``memory_limit`` only (never
+        from the memory free at fit time, so one script always fits one model); a chosen solver that
+        does not fit in ``memory_limit`` or in the memory available raises ``MemoryError``."""
+        need = {"dense": 8.0 * n * n, "sparse": _SPARSE_BYTES_PER_ENTRY * n * (min(self.k, n - 1) + 1.0)}
+        solver = self.solver
+        if solver == "auto":
+            small = n <= self.dense_max_items and (self.memory_limit is None or need["dense"] <= self.memory_limit)
+            solver = "dense" if small else "sparse"
+        for room, what in ((self.memory_limit, "memory_limit"), (_memory.available_bytes(), "the memory available")):
+            if room is not None and need[solver] > room:
+                other = "sparse" if solver == "dense" else "dense"
+                hint = f"solver='{other}' needs about {_size(need[other])}" + (
+                    "; a lower k shrinks the sparse solve" if solver == "sparse" else ""
                 )
-            return "dense"
-        sparse = _SPARSE_BYTES_PER_ENTRY * n * (min(self.k, n - 1) + 1.0)
-        if budget is not None and sparse > budget:
-            raise MemoryError(
-                f"EASE's sparse solve of {n} items with k={self.k} needs about {_size(sparse)} but {room} "
-                "can be allocated: lower k or free memory"
-            )
-        if self.solver == "auto" and n <= self.dense_max_items:
-            warnings.warn(
-                f"EASE: the dense solve of {n} items needs {_size(dense)} but {room} can be allocated; "
-                f"using the sparse approximate inverse (k={self.k})",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        return "sparse"
+                raise MemoryError(
+                    f"EASE's {solver} solve of {n} items{f' with k={self.k}' if solver == 'sparse' else ''} needs "
+                    f"about {_size(need[solver])} but {what} is {_size(room)}: {hint}"
+                )
+        return solver
 
     def _dense_weights(self, P):
         """``B`` from the Fortran-ordered ``G + λ I``, in place (one dense matrix in all)."""
