@@ -210,16 +210,16 @@ def test_memoriser_gets_no_weight_leak_free_and_dominates_with_leakage(planted):
 
 def test_kfold_labels_use_every_part(planted, monkeypatch):
     train, val, _ = planted
-    from recsys_ltr.febr import model as febr_model
+    from recsys_ltr.febr import bases as febr_bases
 
     seen = []
-    original = febr_model.build_pool
+    original = febr_bases.build_pool
 
     def spy(bases, context, X, labels, *args, **kwargs):
         seen.append((X.nnz, labels.nnz))
         return original(bases, context, X, labels, *args, **kwargs)
 
-    monkeypatch.setattr(febr_model, "build_pool", spy)
+    monkeypatch.setattr(febr_bases, "build_pool", spy)
     fast(bases=[ItemKNN(k=10)], holdout=4).fit(train, validation=val)
     training = seen[:4]
     assert sum(labels for _, labels in training) == train.nnz - sum(  # every positive but the lone ones
@@ -394,3 +394,46 @@ def test_the_default_fit_validates_x_once(planted, monkeypatch):
     train = planted[0]
     FEBR(max_iter=2000, eval_every=1000, random_state=0, num_threads=1).fit(train)
     assert len(calls) == 1 and calls[0] is train
+
+
+def test_score_is_monotone_in_febrs_ranking(planted):
+    """``score`` / ``recommend`` give values monotone in FEBR's ranking: within each user's head a
+    larger learnt key never scores lower, and ``recommend`` returns ``score``'s values, best first
+    (the values are the tail base's scale, assigned in FEBR's order: the documented equivalent of
+    the scorer's own values, which would not leave the items outside the head in their places)."""
+    train, val, _ = planted
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], candidates=8).fit(train, validation=val)
+    m.coef_[:] = m.coef_ + np.random.default_rng(0).normal(size=m.coef_.size)  # a scorer unlike any base
+    users = np.arange(train.shape[0])
+    S = m.score(users)
+    ids, scores = m.recommend(users, N=10)
+    valid = ids >= 0
+    np.testing.assert_array_equal(scores[valid], np.take_along_axis(S, np.where(valid, ids, 0), axis=1)[valid])
+    assert np.all(np.diff(np.where(valid, scores, -np.inf), axis=1) <= 0)
+    indptr, items, phi = m.head_features(users)
+    for u in users:
+        head = items[indptr[u] : indptr[u + 1]]
+        key = (phi[indptr[u] : indptr[u + 1]] - m.feature_mean_) @ (m.coef_ / m.feature_scale_)
+        higher = key[:, None] > key[None, :] + 1e-9  # (a near-tie may round either way)
+        assert np.all(S[u, head][:, None] >= S[u, head][None, :], where=higher)
+
+
+def test_stages_are_logged_for_runs_outside_a_terminal(planted, caplog):
+    """Each stage of a fit is one INFO line of the module's logger (what a run under a scheduler
+    shows once logging is configured), and names the base being fitted."""
+    import logging
+
+    train, val, _ = planted
+    with caplog.at_level(logging.INFO, logger="recsys_ltr"):
+        fast(bases=[ItemKNN(k=10), UserKNN(k=10)], show_progress=False).fit(train)
+    lines = [r.getMessage() for r in caplog.records]
+    for stage in (
+        "bases 1/2: ItemKNN",
+        "bases 2/2: UserKNN",
+        "features of the training pairs",
+        "bases on X 2/2: UserKNN",
+        "training (OPT-ADG)",
+        "refit on all of X",
+    ):
+        assert any(stage in line for line in lines), (stage, lines)
+    assert all(line.startswith("FEBR: ") for line in lines)

@@ -22,8 +22,19 @@ from ..models import ALS, EASE, KUNN, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..models.neighborhood import PrefixK
 from ..split import sample_users
+from .stacking import build_pool, concatenate_pools, context_statistics
+from .training import STAT_USERS
 
-__all__ = ["AUTO_BASES", "DENSE_EASE_ITEMS", "BaseSpec", "fit_base", "resolve_bases", "reuse_or_fit"]
+__all__ = [
+    "AUTO_BASES",
+    "DENSE_EASE_ITEMS",
+    "BaseSpec",
+    "fit_base",
+    "fit_on",
+    "pools_of_label_parts",
+    "resolve_bases",
+    "reuse_or_fit",
+]
 
 
 class BaseSpec(NamedTuple):
@@ -105,6 +116,40 @@ def _candidates(spec, F):
         return
     for setting in spec.grid:
         yield clone(template).set_params(**setting)._fit_trusted(F)
+
+
+def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users, rng, stage):
+    """``(pool, settings)``: the training pool of the label ``parts`` ``[(F, L), ...]`` (each base
+    fitted on ``F``, its grid searched on the first part and its winner used on the others; one fit
+    of each base held at a time) and the chosen setting of every base.  ``stage(message)`` reports
+    progress."""
+    pools, settings = [], None
+    for part, (F, L) in enumerate(parts):
+        bases_F = []
+        for j, spec in enumerate(specs):
+            stage(
+                f"bases {j + 1}/{len(specs)}: {names[j]}"
+                + (f", part {part + 1}/{len(parts)}" if len(parts) > 1 else "")
+            )
+            if settings is None:
+                bases_F.append(fit_base(spec, F, L, n_eval_users, rng))
+            else:
+                bases_F.append(clone(spec.template).set_params(**settings[j])._fit_trusted(F))
+        settings = [b.get_params() for b in bases_F]
+        stage("features of the training pairs")
+        context = context_statistics(bases_F, F, sample_users(F, STAT_USERS))
+        pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known))
+        del bases_F
+    return concatenate_pools(pools), settings
+
+
+def fit_on(specs, names, settings, X, stage) -> list[Recommender]:
+    """The bases for prediction, each fitted on ``X`` at its chosen setting (:func:`reuse_or_fit`)."""
+    bases = []
+    for j, (spec, params) in enumerate(zip(specs, settings)):
+        stage(f"bases on X {j + 1}/{len(specs)}: {names[j]}")
+        bases.append(reuse_or_fit(spec, params, X))
+    return bases
 
 
 def reuse_or_fit(spec: BaseSpec, params: dict, X) -> Recommender:

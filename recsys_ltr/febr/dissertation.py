@@ -12,9 +12,12 @@ item-p / user-p by Theorem 4.3.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from numba import njit
 
+from .._progress import report_stage
 from .._threads import numba_threads
 from ..metrics import evaluate_trusted
 from ..neighbors.affinity import Affinity, kunn_weights
@@ -35,6 +38,8 @@ from .features import (
 from .training import STAT_USERS, OptADGRecommender
 
 __all__ = ["AffinityFEBR"]
+
+_log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,6 +222,7 @@ show_progress :
     # ------------------------------------------------------------------ training
     def _train(self, X, validation, rng, bar):
         with numba_threads(self.num_threads):
+            report_stage(bar, _log, "affinities and features")
             self._set_features(X)
             theta = self._set_linear(*_statistics(self.extractor_))
             if self.init == "sum":
@@ -236,6 +242,7 @@ show_progress :
                 **self._limit(),
             )
             validate = None if validation is None else self._validator(X, validation, rng)
+            report_stage(bar, _log, "training (OPT-ADG)")
             theta[:] = self._sgd(sampler, state, (_febr_score, _febr_update, rows), theta, state[14], validate, bar)
 
     def _validator(self, X, validation, rng):

@@ -22,14 +22,18 @@ Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
-from .._progress import progress
+from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
 from ..models.base import Recommender
 from ..split import eligible_positives, holdout_trusted, kfold_trusted
 
 __all__ = ["STAT_USERS", "OptADGRecommender"]
+
+_log = logging.getLogger(__name__)
 
 #: Statistics of the features (their standardisation, the bases' score moments) are taken over at
 #: most this many evenly spaced users: a fixed sample, as scaling is only a preconditioner.
@@ -158,8 +162,10 @@ class OptADGRecommender(Recommender):
         self.history_ = []
         with progress(self.show_progress, desc=type(self).__name__, total=self.max_iter) as bar:
             self._train(X_fit, validation, rng, bar)
-        if X_fit is not X and self.refit:
-            self._refit(X)
+            if X_fit is not X and self.refit:
+                report_stage(bar, _log, "refit on all of X")
+                self._refit(X)
+            report_stage(bar, _log, f"done: {self.best_iteration_} samples kept")
 
     def _train(self, X, validation, rng, bar):
         raise NotImplementedError
