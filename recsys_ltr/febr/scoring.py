@@ -15,7 +15,7 @@ from numba import njit, prange
 from .._memory import CACHE_BYTES, rows_per_block
 from ..metrics import evaluate_trusted
 from ..split import sample_users
-from .stacking import base_scores
+from .stacking import base_scores, user_blocks
 
 __all__ = ["ValidationScores", "compose", "pool_score", "pool_update"]
 
@@ -100,9 +100,21 @@ class ValidationScores:
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.rows = X[users]
         self.S = np.stack([base_scores(b, self.rows, users).astype(np.float32) for b in model.bases_], axis=1)
-        self.head = model._head(self.S.astype(np.float64), self.rows)  # the head does not depend on theta
+        self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
         self.position[users] = np.arange(users.size)
+
+    def _heads(self):
+        """The model's head of every validation user, in blocks of float64 scores (no float64 copy of
+        the whole cache)."""
+        parts = [
+            self.model._head(self.S[block].astype(np.float64), self.rows[block])
+            for block in user_blocks(self.users.size, self.X.shape[1], self.S.shape[1])
+        ]
+        counts = np.concatenate([np.diff(indptr) for indptr, _, _ in parts])
+        indptr = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return indptr, np.concatenate([items for _, items, _ in parts]), np.concatenate([phi for _, _, phi in parts])
 
     def _evaluate(self, score_fn) -> float:
         return evaluate_trusted(
