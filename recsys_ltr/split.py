@@ -228,11 +228,13 @@ def _subset(X, rows, mask) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape)
 
 
-def sample_users(X: sp.csr_matrix, size, rng=None) -> np.ndarray:
-    """At most ``size`` of the users with interactions in ``X`` (canonical CSR), sorted: evenly spaced
-    (a fixed sample, for statistics) without ``rng``, a uniform random sample with it; all of them
-    when ``size`` is ``None`` or not smaller."""
+def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
+    """At most ``size`` of the users with interactions in ``X`` (canonical CSR) and not in ``exclude``,
+    sorted: evenly spaced (a fixed sample, for statistics) without ``rng``, a uniform random sample
+    with it; all of them when ``size`` is ``None`` or not smaller."""
     users = np.flatnonzero(np.diff(X.indptr) > 0)
+    if exclude is not None:
+        users = np.setdiff1d(users, exclude)
     if size is None or users.size <= size:
         return users
     if rng is None:

@@ -128,6 +128,16 @@ def test_compose_swaps_head_places_like_brute_force(B, nb, n, seed):
         by_key = sorted(range(its.size), key=lambda j: (-k[j], -places[j], j))
         for a, b in zip(by_key, by_place):
             expected[its[a]] = places[b]
+        runs = {}  # tied places: spread in key order (equal keys stay tied) down to the next lower tail score
+        for a, b in zip(by_key, by_place):
+            runs.setdefault(places[b], []).append(a)
+        for v, members in runs.items():
+            distinct = sorted({k[a] for a in members}, reverse=True)
+            if len(distinct) > 1 and np.isfinite(v):
+                below = S[r, tail][S[r, tail] < v]
+                step = (v - below.max()) / len(distinct) if below.size else 1.0
+                for a in members:
+                    expected[its[a]] = v - distinct.index(k[a]) * step
         np.testing.assert_array_equal(out[r], expected)
 
 
@@ -261,7 +271,7 @@ def test_fitted_base_is_reused(planted):
 @pytest.mark.parametrize("scorer", ["linear", "lambdamart"])
 def test_save_load_round_trip(tmp_path, planted, scorer):
     train, val, _ = planted
-    model = fast(bases=[ItemKNN(k=10), KUNN(k=10)], scorer=scorer).fit(train, validation=val)
+    model = fast(bases=[ItemKNN(k=10), KUNN(k=10)], scorer=scorer, fallback_p=None).fit(train, validation=val)
     path = tmp_path / "febr.npz"
     model.save(path)
     loaded = Recommender.load(path)
@@ -273,11 +283,13 @@ def test_save_load_round_trip(tmp_path, planted, scorer):
 
 def test_lambdamart_reranks_and_reports(planted):
     train, val, _ = planted
-    model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], scorer="lambdamart").fit(train, validation=val)
+    model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], scorer="lambdamart", fallback_p=None)
+    model.fit(train, validation=val)
     tried = [h for h in model.history_ if h["iteration"] == "lambdamart"]
     assert len(tried) == 2 and model.lambdamart_iterations_ >= 1
     assert model.trees_ is not None
     one = fast(bases=[ItemKNN(k=10)], scorer="lambdamart", lambdamart_params={"num_leaves": 3, "n_estimators": 5})
+    one.set_params(fallback_p=None)
     one.fit(train, validation=val)
     assert one.lambdamart_iterations_ <= 5 and one.trees_.roots.size <= 5
 
@@ -423,7 +435,7 @@ def test_stages_are_logged_for_runs_outside_a_terminal(planted, caplog):
     shows once logging is configured), and names the base being fitted."""
     import logging
 
-    train, val, _ = planted
+    train = planted[0]
     with caplog.at_level(logging.INFO, logger="recsys_ltr"):
         fast(bases=[ItemKNN(k=10), UserKNN(k=10)], show_progress=False).fit(train)
     lines = [r.getMessage() for r in caplog.records]
@@ -437,3 +449,40 @@ def test_stages_are_logged_for_runs_outside_a_terminal(planted, caplog):
     ):
         assert any(stage in line for line in lines), (stage, lines)
     assert all(line.startswith("FEBR: ") for line in lines)
+
+
+def test_a_gain_that_is_noise_falls_back_to_the_tail_base():
+    """Planted: the bases know nothing (random data), so whatever theta training keeps is noise on
+    held-out validation users; FEBR then ranks as its tail base, exactly."""
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix((rng.random((400, 60)) < 0.15).astype(float))
+    train, val, _ = holdout(X, val=0.2, test=0.2, random_state=0)
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10), Popularity()], validation_users=200).fit(train, validation=val)
+    assert m.stacked_gain_["users"] >= 50 and m.stacked_gain_["p_value"] >= 0.05
+    users = np.arange(train.shape[0])
+    tail = m.bases_[m.tail_base_]
+    np.testing.assert_array_equal(m.recommend(users, N=20)[0], tail.recommend(users, N=20)[0])
+
+
+def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
+    """The decision itself: the trained scorer stays when the paired test's p is below
+    ``fallback_p``, the tail base alone (theta = its within-user score) replaces it otherwise."""
+    from recsys_ltr.febr import model as febr_model
+
+    train, val, _ = planted
+    trained = np.linspace(1.0, 2.0, 9)  # what training found: unlike the tail base alone
+    def trained_sgd(self, *args, **kwargs):
+        self.best_iteration_ = 4000
+        return trained
+
+    monkeypatch.setattr(febr_model.FEBR, "_sgd", trained_sgd)
+    for p, kept in ((0.001, True), (0.5, False)):
+        monkeypatch.setattr(febr_model, "stacked_gain", lambda *a, p=p: {"users": 60, "gain": 0.01, "p_value": p})
+        m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
+        assert m.stacked_gain_["p_value"] == p
+        if kept:
+            np.testing.assert_array_equal(m.coef_, trained)
+        else:
+            start = np.zeros_like(m.coef_)
+            start[z_column(m.tail_base_)] = m.feature_scale_[z_column(m.tail_base_)]
+            np.testing.assert_array_equal(m.coef_, start)

@@ -24,18 +24,17 @@ import numpy as np
 from sklearn.base import clone
 
 from .._progress import report_stage
-from .._threads import check_num_threads, numba_threads
-from .._validation import check_ids, check_positive_int
-from ..ltr.trees import Trees, fit_lambdamart, predict_trees
+from .._threads import numba_threads
+from .._validation import check_ids, check_positive_int, check_real
+from ..ltr.trees import Trees, predict_trees
 from ..models.base import Recommender
 from ..split import sample_users
 from ..warp import WarpSampler
 from .bases import fit_on, pools_of_label_parts, resolve_bases
 from .dissertation import AffinityFEBR
-from .scoring import ValidationScores, compose, pool_score, pool_update
+from .scoring import ValidationScores, compose, fit_reranker, pool_score, pool_update, stacked_gain
 from .stacking import (
     BaseFeatures,
-    build_pool,
     context_statistics,
     feature_names,
     heads,
@@ -46,7 +45,7 @@ from .stacking import (
 )
 from .training import STAT_USERS, OptADGRecommender
 
-__all__ = ["FEBR", "LAMBDAMART_SETTINGS"]
+__all__ = ["FEBR"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,10 +54,6 @@ _CONTEXT_STATE = ("context_mean_", "context_scale_", "context_pop_", "context_ac
 _TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
 #: Parameters of the FEBR class before the dissertation's model became AffinityFEBR (old files).
 _AFFINITY_ONLY = ("affinity", "side", "k", "affinity_params")
-#: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
-#: ADG: small trees with large leaves (on movielens-1m-implicit the better of the two), LightGBM's
-#: default trees.
-LAMBDAMART_SETTINGS = ({"num_leaves": 7, "min_data_in_leaf": 100}, {"num_leaves": 31, "min_data_in_leaf": 20})
 
 
 class FEBR(OptADGRecommender):
@@ -94,7 +89,11 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
     lambdamart_params : dict, optional
         LightGBM parameters over :data:`recsys_ltr.ltr.trees.DEFAULTS` (up to 500 rounds at
         learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two
-        :data:`LAMBDAMART_SETTINGS`, the better by validation ADG.
+        :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better by validation ADG.
+    fallback_p : float in [0, 1] or None
+        The trained scorer is kept only when it beats the tail base alone on validation users held
+        out from the early stopping by a one-sided paired Wilcoxon test at ``p < fallback_p``; else
+        FEBR ranks as that base (a gain that is noise falls back to it).  ``None``: always kept.
 
     Attributes
     ----------
@@ -107,6 +106,9 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         The base whose order the items outside the head keep (the best on validation).
     trees_ : recsys_ltr.ltr.trees.Trees or None
         The LambdaMART trees (``scorer="lambdamart"``).
+    stacked_gain_ : dict
+        The paired test's ``users``, mean per-user validation ADG ``gain`` and ``p_value`` (with
+        validation and ``fallback_p``; not saved).
     history_, best_iteration_ :
         OPT-ADG's records (:class:`~recsys_ltr.febr.training.OptADGRecommender`; record 0 holds
         ``base_val_adg``, each base's validation ADG) and the samples drawn when the kept ``theta``
@@ -148,6 +150,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         validation_users=1000,
         init="best",
         lambdamart_params=None,
+        fallback_p=0.05,
         random_state=None,
         num_threads=0,
         show_progress=None,
@@ -169,6 +172,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         self.validation_users = validation_users
         self.init = init
         self.lambdamart_params = lambdamart_params
+        self.fallback_p = fallback_p
         self.random_state = random_state
         self.num_threads = num_threads
         self.show_progress = show_progress
@@ -206,6 +210,8 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         check_positive_int(self.candidates, "candidates")
         if self.lambdamart_params is not None and not isinstance(self.lambdamart_params, dict):
             raise TypeError(f"lambdamart_params must be a dict or None, got {type(self.lambdamart_params).__name__}")
+        if self.fallback_p is not None:
+            check_real(self.fallback_p, "fallback_p", low=0.0, high=1.0)
 
     def _check_holdout(self):
         if isinstance(self.holdout, (int, np.integer)) and not isinstance(self.holdout, (bool, np.bool_)):
@@ -272,29 +278,15 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         theta[:] = self._sgd(sampler, state, fns, theta, state[7], None if val is None else val.adg, bar, state[8])
         if self.scorer == "lambdamart":
             report_stage(bar, _log, "LambdaMART")
-            self._fit_lambdamart(pool, X, validation, val, rng)
-
-    def _fit_lambdamart(self, pool, X, validation, val, rng):
-        """LambdaMART on the pools: ``lambdamart_params``, or the :data:`LAMBDAMART_SETTINGS` tried
-        in turn and the best by validation ADG (the first without validation)."""
-        train = pool.groups()
-        valid = None
-        if validation is not None:
-            valid = build_pool(self.bases_, self._context, X, validation, self.candidates, users=val.users).groups()
-        settings = (self.lambdamart_params,) if self.lambdamart_params is not None else LAMBDAMART_SETTINGS
-        if val is None:
-            settings = settings[:1]
-        seed, threads = int(rng.integers(2**31 - 1)), check_num_threads(self.num_threads)
-        best = None
-        for params in settings:
-            trees, rounds = fit_lambdamart(train, valid, params, seed, threads)
-            adg = val.adg(trees) if val is not None else -np.inf
-            if val is not None:
-                self.history_.append({"iteration": "lambdamart", "params": params, "rounds": rounds, "val_adg": adg})
-            if best is None or adg > best[0]:
-                best = (adg, trees, rounds)
-        self._set_trees(best[1])
-        self.lambdamart_iterations_ = best[2]
+            trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
+            self._set_trees(trees)
+        if val is not None and self.fallback_p is not None:
+            report_stage(bar, _log, "paired test against the tail base")
+            self.stacked_gain_ = stacked_gain(self, X, validation, val, rng)
+            if not self.stacked_gain_["p_value"] < self.fallback_p:  # a gain that is noise: the tail base alone
+                theta[:] = 0.0
+                theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]
+                self._set_trees(None)
 
     def _refit(self, X):
         """The bases refitted on all of ``X`` after training on a held-out split."""
