@@ -471,6 +471,7 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
 
     train, val, _ = planted
     trained = np.linspace(1.0, 2.0, 9)  # what training found: unlike the tail base alone
+
     def trained_sgd(self, *args, **kwargs):
         self.best_iteration_ = 4000
         return trained

@@ -18,7 +18,7 @@ from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
 from ..febr.bases import AUTO_BASES
-from ..models import ALS, BPR, EASE, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
+from ..models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
 @dataclass(frozen=True)
@@ -278,6 +278,15 @@ METHODS: dict[str, Method] = {
                 tuple({"regularization": v} for v in (0.0, 1e-6, 1e-5, 1e-4)),
             ),
             description="LightFM WARP (optional extra: the lightfm module)",
+            seeded=True,
+        ),
+        Method(
+            "GF-CF",
+            _model(GFCF),
+            "factors",
+            _both((256, 64), (32, 64, 128, 256)),
+            _both(tuple({"alpha": a} for a in (0.3, 0.1, 1.0)), tuple({"alpha": a} for a in (0.3, 0.0, 0.1, 0.5, 1.0))),
+            description="GF-CF (Shen et al. 2021): linear and ideal low-pass graph filters, closed form",
             seeded=True,
         ),
         Method(

@@ -8,6 +8,7 @@ from .base import Recommender
 from .content import ContentItemKNN
 from .ease import EASE
 from .factorization import ALS, BPR, LightFMWARP
+from .graph_filter import GFCF
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .rp3beta import RP3beta
@@ -17,6 +18,7 @@ __all__ = [
     "ALS",
     "BPR",
     "EASE",
+    "GFCF",
     "KUNN",
     "SLIM",
     "ContentItemKNN",
