@@ -20,8 +20,9 @@ from numba import njit, prange
 from ._parallel import row_kernel
 from ._topk import clear_row, scatter_row, sort_ascending, sort_best_first
 
-# Column order of the metric kernel's output; cutoff metrics follow, REC@k then P@k per cutoff.
+# Column order of the metric kernel's output; the cutoff metrics follow, CUTOFF_METRICS per cutoff.
 BASE_METRICS = ("ADG", "ATOP", "MAP", "NDCG", "AUC", "MRR")
+CUTOFF_METRICS = ("REC", "P", "NDCG", "MAP", "HR")
 
 
 @njit(cache=True, inline="always")
@@ -202,13 +203,24 @@ def _metric_row(r, n, cutoffs, out):
     out[3] = adg / idcg
     out[4] = 1.0 - misordered / (m * n_irr) if n_irr > 0 else 1.0
     out[5] = 1.0 / (r[0] + 1.0)
-    nb = len(BASE_METRICS)
+    nb, nc = len(BASE_METRICS), len(CUTOFF_METRICS)
     for c in range(cutoffs.shape[0]):
+        k = cutoffs[c]
         hits = 0  # number of ranks < k
-        while hits < m and r[hits] < cutoffs[c]:
+        dcg = 0.0
+        apk = 0.0
+        while hits < m and r[hits] < k:
+            dcg += 1.0 / np.log2(r[hits] + 2.0)
+            apk += (hits + 1.0) / (r[hits] + 1.0)
             hits += 1
-        out[nb + 2 * c] = hits / m
-        out[nb + 2 * c + 1] = hits / cutoffs[c]
+        ideal = 0.0
+        for j in range(min(m, k)):
+            ideal += 1.0 / np.log2(j + 2.0)
+        out[nb + nc * c] = hits / m
+        out[nb + nc * c + 1] = hits / k
+        out[nb + nc * c + 2] = dcg / ideal
+        out[nb + nc * c + 3] = apk / min(m, k)
+        out[nb + nc * c + 4] = 1.0 if hits > 0 else 0.0
 
 
 @njit(cache=True, parallel=True)
@@ -216,11 +228,11 @@ def evaluate_block(scores, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_
     """Metric table of a block of users, every row having at least one test item.
 
     Ranks and metrics in one parallel region (one barrier per block).  Returns ``table``
-    (n_rows, 6 + 2 * len(cutoffs)) -- columns :data:`BASE_METRICS`, then REC@k and P@k per
+    (n_rows, 6 + 5 * len(cutoffs)) -- columns :data:`BASE_METRICS`, then :data:`CUTOFF_METRICS` per
     cutoff k -- and ``nan_rows`` as in :func:`rank_block`.
     """
     n_rows = scores.shape[0]
-    table = np.empty((n_rows, len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    table = np.empty((n_rows, len(BASE_METRICS) + len(CUTOFF_METRICS) * cutoffs.shape[0]))
     nan_rows = np.zeros(n_rows, dtype=np.bool_)
     for r in prange(n_rows):
         lo, hi = te_ptr[r], te_ptr[r + 1]
@@ -241,12 +253,12 @@ def evaluate_block(scores, tiebreak, tr_ptr, tr_idx, te_ptr, te_idx, ex_ptr, ex_
 
 @njit(cache=True, parallel=True)
 def metrics_from_ranks(ranks, te_ptr, n_cand, rows, cutoffs):
-    """Metric table (len(rows), 6 + 2 * len(cutoffs)) from the output of :func:`rank_block`.
+    """Metric table (len(rows), 6 + 5 * len(cutoffs)) from the output of :func:`rank_block`.
 
     ``rows`` lists the rows to score (each with at least one test item); columns as in
     :func:`evaluate_block`.  For callers ranking with :func:`recsys_ltr.metrics.rank_test_items`.
     """
-    out = np.empty((rows.shape[0], len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    out = np.empty((rows.shape[0], len(BASE_METRICS) + len(CUTOFF_METRICS) * cutoffs.shape[0]))
     for j in prange(rows.shape[0]):
         r = rows[j]
         sorted_ranks = ranks[te_ptr[r] : te_ptr[r + 1]].copy()
@@ -323,7 +335,7 @@ def evaluate_product_block(
     Rows are dealt to ``n_chunks`` strided chunks, each with its own O(n_items) scratch."""
     n_rows = r_indptr.shape[0] - 1
     n = tiebreak.shape[0]
-    table = np.empty((n_rows, len(BASE_METRICS) + 2 * cutoffs.shape[0]))
+    table = np.empty((n_rows, len(BASE_METRICS) + len(CUTOFF_METRICS) * cutoffs.shape[0]))
     for c in prange(n_chunks):
         acc = np.zeros(n)
         seen = np.zeros(n, np.bool_)

@@ -20,6 +20,13 @@ NDCG       ``sum_R 1/log2(rank + 2)`` divided by the ideal ``sum_{j<m} 1/log2(j 
            (binary gain, full list; graded NDCG@k of query-document ranking is
            :func:`recsys_ltr.query_metrics.ndcg_at_k`).
 P@k        hits among the top ``k`` candidates divided by ``k``.
+NDCG@k     ``sum`` over the hits among the top ``k`` of ``1/log2(rank + 2)``, divided by the ideal
+           ``sum_{j < min(m, k)} 1/log2(j + 2)`` (binary gain: implicit's ``ranking_metrics_at_k``
+           and LightGCN's NDCG@20).
+MAP@k      ``sum`` over the hits ``r_1 < ... < r_h`` among the top ``k`` of ``j / (r_j + 1)``,
+           divided by ``min(m, k)`` (implicit's MAP@K).
+REC@k      as above: hits among the top ``k`` divided by ``m`` (LightGCN's and RecBole's Recall@k).
+HR@k       1 when the top ``k`` hold a test item (hit rate).
 AUC        fraction of (relevant, irrelevant candidate) pairs in the right order (1 when every
            candidate is relevant).
 MRR        ``1 / (min rank + 1)``.
@@ -53,7 +60,14 @@ from recsys_ltr import _ranking
 from recsys_ltr._memory import TASK_BYTES, rows_per_block
 from recsys_ltr._parallel import product_work, strided_chunks
 from recsys_ltr._progress import progress, progress_enabled
-from recsys_ltr._ranking import BASE_METRICS, evaluate_block, evaluate_product_block, metrics_from_ranks, rank_block
+from recsys_ltr._ranking import (
+    BASE_METRICS,
+    CUTOFF_METRICS,
+    evaluate_block,
+    evaluate_product_block,
+    metrics_from_ranks,
+    rank_block,
+)
 from recsys_ltr._threads import numba_threads
 from recsys_ltr._validation import (
     INDEX_DTYPE,
@@ -68,6 +82,7 @@ from recsys_ltr._validation import (
 from recsys_ltr.executors import check_executor, executor_scope
 
 __all__ = [
+    "DEFAULT_METRICS",
     "METRICS",
     "EvaluationResult",
     "evaluate",
@@ -77,10 +92,13 @@ __all__ = [
     "squared_distances",
 ]
 
-#: Metric names accepted by :func:`evaluate`; ``REC`` and ``P`` take a cutoff (``"REC@20"``, or
-#: the ``k`` argument when written bare).  Result keys always carry the cutoff.
-METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
-_CUTOFF_METRICS = ("REC", "P")
+#: Metric names accepted by :func:`evaluate`.  ``REC``, ``P`` and ``HR`` take a cutoff (``"REC@20"``,
+#: or the ``k`` argument when written bare); ``NDCG`` and ``MAP`` are over the full candidate list,
+#: and ``NDCG@k`` / ``MAP@k`` over the top ``k``.  Result keys carry the cutoff.
+METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR", "HR")
+#: What ``metrics=None`` computes.
+DEFAULT_METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
+_BARE_CUTOFF = ("REC", "P", "HR")  # a bare name takes the cutoff ``k``
 
 
 class EvaluationResult(Mapping):
@@ -248,7 +266,7 @@ def evaluate_trusted(
     task_size = batch_size * check_positive_int(blocks_per_task, "blocks_per_task")
     check_executor(executor)
     tiebreak = _tiebreak(np.bincount(train.indices, minlength=n_items))
-    columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in _CUTOFF_METRICS]
+    columns = list(BASE_METRICS) + [f"{m}@{c}" for c in cutoffs for m in CUTOFF_METRICS]
 
     table = np.empty((len(eval_users), len(columns)))
     starts = range(0, len(eval_users), task_size)
@@ -295,7 +313,7 @@ def _evaluate_users(inputs: _EvaluationInputs, task: tuple) -> np.ndarray:
     """Metric table rows of one task's users, given with their train, test and exclude rows, in
     blocks of ``batch_size`` users."""
     users, *rows = task
-    out = np.empty((users.size, len(BASE_METRICS) + 2 * inputs.cutoffs.size))
+    out = np.empty((users.size, len(BASE_METRICS) + len(CUTOFF_METRICS) * inputs.cutoffs.size))
     with numba_threads(inputs.num_threads):
         for lo in range(0, users.size, inputs.batch_size):
             block = slice(lo, lo + inputs.batch_size)
@@ -462,19 +480,19 @@ def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:
     """Result names (in request order) and the sorted distinct cutoffs they need."""
     k = check_positive_int(k, "k")
     if metrics is None:
-        metrics = METRICS
+        metrics = DEFAULT_METRICS
     elif isinstance(metrics, str):
         metrics = (metrics,)
     names = []
     for spec in metrics:
         match = re.fullmatch(r"([A-Za-z]+)(?:@(\d+))?", str(spec))
         base = match.group(1).upper() if match else None
-        if base not in METRICS or (match.group(2) and base not in _CUTOFF_METRICS):
+        if base not in METRICS or (match.group(2) and base not in CUTOFF_METRICS):
             raise ValueError(
                 f"unknown metric {spec!r}; valid names: {', '.join(METRICS)} "
-                f"({' and '.join(_CUTOFF_METRICS)} accept a cutoff, e.g. 'REC@20')"
+                f"({', '.join(CUTOFF_METRICS)} accept a cutoff, e.g. 'REC@20', 'NDCG@10')"
             )
-        if base in _CUTOFF_METRICS:
+        if base in _BARE_CUTOFF or match.group(2):
             if match.group(2) is None and k > n_items:
                 raise ValueError(f"k={k} (the cutoff of {base}) is larger than the catalogue ({n_items} items)")
             cutoff = int(match.group(2)) if match.group(2) else k

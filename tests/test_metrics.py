@@ -14,6 +14,7 @@ from recsys_ltr.metrics import METRICS, EvaluationResult, evaluate, rank_test_it
 pytestmark = pytest.mark.kernels
 
 ALL_KEYS = ("ADG", "ATOP", "REC@2", "MAP", "NDCG", "P@2", "AUC", "MRR")
+AT_K = ("NDCG@2", "MAP@2", "HR@2")  # asked for by name
 
 
 def csr(dense):
@@ -32,7 +33,7 @@ def brute_force(scores, train, test, exclude, k):
     n_users, n_items = scores.shape
     pop = train.sum(axis=0)
     items = np.arange(n_items)
-    out = {name: [] for name in ALL_KEYS}
+    out = {name: [] for name in ALL_KEYS + AT_K}
     users, ranks = [], {}
     for u in range(n_users):
         relevant = set(np.flatnonzero(test[u]))
@@ -58,6 +59,10 @@ def brute_force(scores, train, test, exclude, k):
         pairs = [(a, b) for a in range(n) if is_rel[a] for b in range(n) if not is_rel[b]]
         out["AUC"].append(np.mean([a < b for a, b in pairs]) if pairs else 1.0)
         out["MRR"].append(1 / (r[0] + 1))
+        top = is_rel[:k]  # implicit's ranking_metrics_at_k and LightGCN's definitions
+        out["NDCG@2"].append(discount[:k][top].sum() / discount[: min(m, k)].sum())
+        out["MAP@2"].append(precision_at[:k][top].sum() / min(m, k))
+        out["HR@2"].append(float(top.any()))
     return {name: np.array(v) for name, v in out.items()}, np.array(users), ranks
 
 
@@ -100,6 +105,10 @@ def test_matches_brute_force_with_ties(seed, n_users, n_items, n_levels, batch_s
     for name in ALL_KEYS:
         np.testing.assert_allclose(res.per_user[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
         assert res[name] == pytest.approx(ref[name].mean(), abs=1e-9)
+    at_k = evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=AT_K + ("HR",), k=2)
+    assert tuple(at_k) == AT_K  # bare HR takes k
+    for name in AT_K:
+        np.testing.assert_allclose(at_k.per_user[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
 
     # Kernel-level API: ranks aligned with the test CSR, candidates counted.
     got, n_cand = rank_test_items(scores, train, test, exclude, popularity=np.asarray(train.sum(axis=0)).ravel())
@@ -288,10 +297,10 @@ def test_bad_inputs(medium):
     without_user0.eliminate_zeros()
     with pytest.raises(ValueError, match="nothing to evaluate: the test rows of the requested users"):
         evaluate(model, train, without_user0, users=[0])
-    with pytest.raises(ValueError, match="unknown metric 'NDCG@5'.*ADG"):
-        evaluate(model, train, test, metrics=["NDCG@5"])
-    with pytest.raises(ValueError, match="unknown metric 'HR'"):
-        evaluate(model, train, test, metrics=["HR"])
+    with pytest.raises(ValueError, match="unknown metric 'AUC@5'.*ADG"):
+        evaluate(model, train, test, metrics=["AUC@5"])
+    with pytest.raises(ValueError, match="unknown metric 'HIT'"):
+        evaluate(model, train, test, metrics=["HIT"])
     with pytest.raises(ValueError, match="metrics is empty"):
         evaluate(model, train, test, metrics=[])
     with pytest.raises(ValueError, match=r"k=61 \(the cutoff of REC\) is larger than the catalogue"):
@@ -312,7 +321,7 @@ def test_bad_inputs(medium):
 
 
 def test_metric_names_documented():
-    assert METRICS == ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
+    assert METRICS == ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR", "HR")
 
 
 def test_metrics_from_ranks_matches_evaluate():
@@ -320,7 +329,7 @@ def test_metrics_from_ranks_matches_evaluate():
     scores, train, test, exclude, expected = hand_case()
     ranks, n_cand = rank_test_items(scores, train, test, exclude, popularity=[0, 0, 1, 0, 0, 2])
     table = _ranking.metrics_from_ranks(ranks, test.indptr.astype(np.int64), n_cand, np.arange(2), np.array([2]))
-    columns = list(_ranking.BASE_METRICS) + ["REC@2", "P@2"]
+    columns = list(_ranking.BASE_METRICS) + [f"{m}@2" for m in _ranking.CUTOFF_METRICS]
     for name, values in expected.items():
         np.testing.assert_allclose(table[:, columns.index(name)], values, atol=1e-12, err_msg=name)
 
@@ -357,7 +366,7 @@ def test_product_kernel_matches_brute_force(seed, n_users, n_items, n_levels, n_
     )  # fmt: skip
     ref, ref_users, _ = brute_force(scores, train, test, exclude, k=2)
     np.testing.assert_array_equal(ref_users, users)
-    columns = list(_ranking.BASE_METRICS) + ["REC@2", "P@2"]
+    columns = list(_ranking.BASE_METRICS) + [f"{m}@2" for m in _ranking.CUTOFF_METRICS]
     for name in ALL_KEYS:
         np.testing.assert_allclose(table[:, columns.index(name)], ref[name], rtol=0, atol=1e-12, err_msg=name)
 
@@ -385,3 +394,27 @@ def test_evaluate_ranks_sparse_products_like_dense_scores(make, medium):
     dense = evaluate(lambda u: model.score(u), train, test, exclude=exclude, batch_size=7)
     for key in sparse:
         np.testing.assert_array_equal(sparse.per_user[key], dense.per_user[key], err_msg=key)
+
+
+def test_at_k_metrics_equal_implicits_ranking_metrics_at_k():
+    """NDCG@10 and MAP@10 are implicit's ``ranking_metrics_at_k(K=10)`` on the same scores and split
+    (implicit normalises MAP by ``min(K, |test|)`` and NDCG's ideal by the same count, as here)."""
+    from implicit.cpu.als import AlternatingLeastSquares
+    from implicit.evaluation import ranking_metrics_at_k
+
+    from recsys_ltr import datasets, split
+    from recsys_ltr.models import ALS
+
+    X = datasets.make_synthetic(n_users=300, n_items=120, factor_scale=3.0, random_state=0).matrix
+    train, _, test = split.holdout(X, val=0.0, test=0.3, random_state=0)
+    fitted = ALS(factors=8, iterations=5, random_state=0, num_threads=1).fit(train)
+    peer = AlternatingLeastSquares(factors=8)
+    peer.user_factors = fitted.user_factors_.astype(np.float32)  # implicit ranks float32 scores
+    peer.item_factors = fitted.item_factors_.astype(np.float32)
+    theirs = ranking_metrics_at_k(peer, train, test, K=10, show_progress=False)
+    ours = evaluate(
+        lambda u: (peer.user_factors[u] @ peer.item_factors.T).astype(np.float64),
+        train, test, metrics=["NDCG@10", "MAP@10"], show_progress=False,
+    )  # fmt: skip
+    assert ours["NDCG@10"] == pytest.approx(theirs["ndcg"], abs=1e-12)
+    assert ours["MAP@10"] == pytest.approx(theirs["map"], abs=1e-12)
