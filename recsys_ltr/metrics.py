@@ -92,8 +92,8 @@ __all__ = [
     "squared_distances",
 ]
 
-#: Metric names accepted by :func:`evaluate`.  ``REC``, ``P`` and ``HR`` take a cutoff (``"REC@20"``,
-#: or the ``k`` argument when written bare); ``NDCG`` and ``MAP`` are over the full candidate list,
+#: Metric names accepted by :func:`evaluate` (any case; ``Recall`` is ``REC``).  ``REC``, ``P`` and
+#: ``HR`` take a cutoff (``"REC@20"``, or the ``k`` argument when written bare); ``NDCG`` and ``MAP`` are over the full candidate list,
 #: and ``NDCG@k`` / ``MAP@k`` over the top ``k``.  Result keys carry the cutoff.
 METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR", "HR")
 #: What ``metrics=None`` computes.
@@ -487,6 +487,7 @@ def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:
     for spec in metrics:
         match = re.fullmatch(r"([A-Za-z]+)(?:@(\d+))?", str(spec))
         base = match.group(1).upper() if match else None
+        base = "REC" if base == "RECALL" else base  # Recall@k, as LightGCN and RecBole write it
         if base not in METRICS or (match.group(2) and base not in CUTOFF_METRICS):
             raise ValueError(
                 f"unknown metric {spec!r}; valid names: {', '.join(METRICS)} "

@@ -107,6 +107,7 @@ def test_matches_brute_force_with_ties(seed, n_users, n_items, n_levels, batch_s
         assert res[name] == pytest.approx(ref[name].mean(), abs=1e-9)
     at_k = evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=AT_K + ("HR",), k=2)
     assert tuple(at_k) == AT_K  # bare HR takes k
+    assert tuple(evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=["Recall@2"])) == ("REC@2",)
     for name in AT_K:
         np.testing.assert_allclose(at_k.per_user[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
 
