@@ -443,7 +443,8 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     table = np.vstack(tables)
     out = {"MAP": float(table[:, BASE_METRICS.index("MAP")].mean())}
     for k in ks:
-        out[f"P@{k}"] = float(table[:, len(BASE_METRICS) + 2 * int(np.searchsorted(cutoffs, k)) + 1].mean())
+        column = len(BASE_METRICS) + len(CUTOFF_METRICS) * int(np.searchsorted(cutoffs, k)) + CUTOFF_METRICS.index("P")
+        out[f"P@{k}"] = float(table[:, column].mean())
     out["AUC"] = float(table[:, BASE_METRICS.index("AUC")].mean())
     out["n_queries"] = int(rows.size)
     return out
