@@ -135,7 +135,7 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users
                 bases_F.append(fit_base(spec, F, L, n_eval_users, rng))
             else:
                 bases_F.append(clone(spec.template).set_params(**settings[j])._fit_trusted(F))
-        settings = [b.get_params() for b in bases_F]
+        settings = settings or [b.get_params() for b in bases_F]  # the first part's grid winners
         stage("features of the training pairs")
         context = context_statistics(bases_F, F, sample_users(F, STAT_USERS))
         pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known))

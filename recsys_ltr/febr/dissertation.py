@@ -135,7 +135,6 @@ show_progress :
     """
 
     _INITS = ("sum", "zeros")
-    _renamed_params = {"lam": "regularization", "iterations": "max_iter"}
 
     def __init__(
         self,

@@ -128,7 +128,6 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
     _INITS = ("best", "zeros")
     _nested = ("bases", "bases_", "base", Recommender)
     _shared_state = ("user_items_",)
-    _renamed_params = {"lam": "regularization", "iterations": "max_iter"}
     _model_state = ("linear_", "tail_base_", *_CONTEXT_STATE, *_TREE_STATE)
 
     def __init__(

@@ -97,6 +97,7 @@ class OptADGRecommender(Recommender):
     """
 
     _INITS: tuple[str, ...] = ()
+    _renamed_params = {"lam": "regularization", "iterations": "max_iter"}  # names of files before the rename
 
     # ------------------------------------------------------------------ configuration
     def _check_params(self):

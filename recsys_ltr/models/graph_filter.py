@@ -92,7 +92,7 @@ class GFCF(Recommender):
     def _prepare(self):
         super()._prepare()
         self.normalized_t_ = self.normalized_.T.tocsr()
-        degree = np.asarray(self.user_items_.sum(axis=0)).ravel()
+        degree = self.item_popularity_  # the item degrees of the binary training matrix
         inv = inverse_sqrt(degree)
         self.left_ = self.components_.T * inv[:, None]  # D_I^{-1/2} V_k^T  (n_items, k)
         self.right_ = self.components_ * np.sqrt(degree)[None, :]  # V_k D_I^{1/2}  (k, n_items)
