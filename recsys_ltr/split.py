@@ -41,6 +41,7 @@ __all__ = [
     "novelty_holdout",
     "sample_users",
     "split_counts",
+    "top_items",
 ]
 
 
@@ -200,11 +201,16 @@ def eligible_positives(X: sp.csr_matrix, exclude_top) -> np.ndarray:
     exclude_top = check_positive_int(exclude_top, "exclude_top", minimum=0)
     if exclude_top >= X.shape[1]:
         raise ValueError(f"exclude_top={exclude_top} leaves no item to hold out (X has {X.shape[1]} items)")
-    pop = np.bincount(X.indices, minlength=X.shape[1])
-    top = np.argsort(-pop, kind="stable")[:exclude_top]
     banned = np.zeros(X.shape[1], dtype=bool)
-    banned[top] = True
+    banned[top_items(X, exclude_top)] = True
     return ~banned[X.indices]
+
+
+def top_items(X: sp.csr_matrix, n: int) -> np.ndarray:
+    """The ``n`` items of a canonical ``X`` with the most positives (ties: the lower id first): the
+    items the novelty protocol never holds out."""
+    pop = np.bincount(X.indices, minlength=X.shape[1])
+    return np.argsort(-pop, kind="stable")[:n]
 
 
 def _assign(X, eligible, n_test, n_val, rng):

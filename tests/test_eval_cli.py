@@ -1,12 +1,14 @@
 import json
 import weakref
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
-from recsys_ltr import split
+from recsys_ltr import datasets, split
 from recsys_ltr.datasets import ENV_VAR, make_synthetic
 from recsys_ltr.eval import runner
 from recsys_ltr.eval.__main__ import main
@@ -15,6 +17,7 @@ from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize
 from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
 from recsys_ltr.febr import dissertation as febr_dissertation
 from recsys_ltr.febr import model as febr_model
+from recsys_ltr.metrics import evaluate
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
@@ -84,12 +87,15 @@ def test_cli_both_protocols_and_no_cache(tmp_path):
 
 def test_novelty_protocol_holds_out_no_popular_item(small):
     exp = run_experiment(small, ["popularity"], folds=1, protocol="novelty", exclude_top=20, show_progress=False)
-    assert len(exp.results) == 1 and 0 <= exp.results[0].test["ADG"] <= 1
+    assert [r.method for r in exp.results] == ["popularity", "popularity (top-20 last)"]
+    assert all(0 <= r.test["ADG"] <= 1 for r in exp.results)
+    _, _, test = next(split.folds(small, 1, exclude_top=20))
+    assert not np.isin(test.indices, split.top_items(small, 20)).any()
 
 
 def test_runner_picks_setting_on_validation(small):
     (res,) = run_experiment(small, ["item-p"], folds=1, show_progress=False).results
-    trials = {t["params"]["k"]: t["validation_ADG"] for t in res.trials}
+    trials = {t["params"]["k"]: t["validation"] for t in res.trials}
     assert set(trials) == set(get_method("item-p").main_values("quick", small.shape))
     assert res.params["k"] == max(trials, key=trials.get)
     assert res.per_user["ADG"].shape == res.users.shape and set(res.per_user) == set(METRICS)
@@ -357,7 +363,7 @@ def test_two_level_tuning_finds_the_known_optimum(small, monkeypatch):
         (2, {"lam": 0.1, "k": 50}),
         (2, {"lam": 10.0, "k": 50}),
     ]
-    adg = [t["validation_ADG"] for t in trials]
+    adg = [t["validation"] for t in trials]
     assert adg[1] > adg[2] > adg[0] and adg[3] > adg[1] > adg[4]
     # level 1 fitted once at the largest k (with_k), level 2 once per non-default setting
     assert _Fake.fits == [(100, 1.0), (50, 0.1), (50, 10.0)]
@@ -549,7 +555,7 @@ def test_write_outputs_files(tmp_path):
 
 def test_fold_result_json_round_trip():
     r = _result("a", 1, 0.25, [0.1, np.nan, 0.4])
-    r.trials = [{"level": 1, "params": {"k": 10}, "validation_ADG": 0.2, "fit_seconds": 0.5}]
+    r.trials = [{"level": 1, "params": {"k": 10}, "validation": 0.2, "fit_seconds": 0.5}]
     back = FoldResult.from_json(json.loads(json.dumps(r.to_json())))
     assert (back.method, back.fold, back.params, back.test, back.trials) == (
         r.method,
@@ -601,9 +607,9 @@ def test_interrupted_tuning_resumes_at_the_next_setting(small, tmp_path, monkeyp
     resumed = runner.tune_and_test("fake", train, val, test, log=log)
     # only the unlogged setting is fitted, then the chosen one (logged, so without a model) again
     assert _Fake.fits == [(50, 10.0), (50, 0.1)]
-    assert (resumed.params, resumed.test, resumed.validation_adg) == (whole.params, whole.test, whole.validation_adg)
+    assert (resumed.params, resumed.test, resumed.validation) == (whole.params, whole.test, whole.validation)
     assert [t["params"] for t in resumed.trials] == [t["params"] for t in whole.trials]
-    assert [t["validation_ADG"] for t in resumed.trials] == [t["validation_ADG"] for t in whole.trials]
+    assert [t["validation"] for t in resumed.trials] == [t["validation"] for t in whole.trials]
     assert len(log.load()) == 5
     assert runner.TrialLog(log.path, {**log.key, "fold": 1}).load() == []  # another unit's key
     assert runner.TrialLog(log.path, log.key, resume=False).load() == []
@@ -643,9 +649,100 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
     kw = dict(folds=1, protocol="novelty", exclude_top=10, cache_dir=tmp_path, dataset="small", show_progress=False)
     exp = run_experiment(small, ["FEBR-tiny"], **kw)
     chosen = {r.method: r.params for r in exp.results}
-    assert list(chosen) == ["item-p", "user-p", "FEBR-tiny"]  # the bases were added and ran first
+    # the bases were added and ran first; under the novelty protocol they have a second row, FEBR does not
+    assert list(chosen) == ["item-p", "item-p (top-10 last)", "user-p", "user-p (top-10 last)", "FEBR-tiny"]
     assert seen and set(seen) == {((chosen["item-p"]["k"], chosen["user-p"]["k"]), 10)}
     assert [s.method for s in exp.skipped] == ["nope-skipped"]
     again = run_experiment(small, ["FEBR-tiny"], **kw)
     # cached with its bases (a skipped unit is not cached: it is retried)
     assert again.computed == [("nope-skipped", 0)] and again.results[-1].test == exp.results[-1].test
+
+
+# ----------------------------------------------------------------------------- fixed split, novelty rows
+def _parts(X):
+    return split.holdout(X, val=0.1, test=0.2, random_state=3)
+
+
+def test_fixed_protocol_tunes_on_valid_recall_and_refits_on_train_plus_valid(small):
+    train, valid, test = parts = _parts(small)
+    (res,) = run_experiment(small, ["item-p"], protocol="fixed", parts=parts, k=20, show_progress=False).results
+    assert res.select == "REC@20" and list(res.per_user) == ["REC@20", "NDCG@20", "ADG", "MAP", "ATOP"]
+    for t in res.trials:  # every setting scored by Recall@20 of its fit on train, on valid
+        model = get_method("item-p").build(**t["params"]).fit(train)
+        assert t["validation"] == pytest.approx(evaluate(model, train, valid, metrics=("REC@20",))["REC@20"])
+    assert res.validation == max(t["validation"] for t in res.trials)
+    union = (train + valid).tocsr()
+    refit = get_method("item-p").build(**res.params).fit(union)
+    expected = evaluate(refit, union, test, metrics=("REC@20", "NDCG@20", "ADG"))
+    for m in ("REC@20", "NDCG@20", "ADG"):
+        assert res.test[m] == pytest.approx(expected[m], rel=1e-12)
+    np.testing.assert_array_equal(res.users, np.flatnonzero(np.diff(test.indptr)))
+
+
+def test_fixed_protocol_checks_its_parts(small):
+    train, valid, test = _parts(small)
+    run = partial(run_experiment, small, ["popularity"], show_progress=False)
+    with pytest.raises(ValueError, match="needs parts"):
+        run(protocol="fixed")
+    with pytest.raises(ValueError, match="disjoint and hold exactly"):
+        run(protocol="fixed", parts=(train + test, valid, test))
+    with pytest.raises(ValueError, match="disjoint and hold exactly"):
+        run(protocol="fixed", parts=(train, valid, valid))
+    with pytest.raises(ValueError, match="shape"):
+        run(protocol="fixed", parts=(train[:, :-1], valid, test))
+    with pytest.raises(ValueError, match="belong to protocol='fixed'"):
+        run(parts=(train, valid, test))
+
+
+def test_novelty_rows_rank_the_excluded_top_items_last(small):
+    exp = run_experiment(small, ["item-p"], folds=1, protocol="novelty", exclude_top=15, show_progress=False)
+    plain, last = exp.results
+    assert (plain.method, last.method) == ("item-p", "item-p (top-15 last)") and last.params == plain.params
+    train, val, test = next(split.folds(small, 1, exclude_top=15))
+    model = get_method("item-p").build(**plain.params).fit(train)
+    top = split.top_items(small, 15)
+
+    def pushed(users):
+        scores = model.score(users)
+        scores[:, top] = -np.inf
+        return scores
+
+    expected = evaluate(pushed, train, test, exclude=val)
+    assert last.test["ADG"] == pytest.approx(expected["ADG"], rel=1e-12)
+    assert last.test["ADG"] != plain.test["ADG"]
+    # a top item is never a test item here, so ranking them last can only lift the test items
+    assert np.all(last.per_user["ADG"] >= plain.per_user["ADG"] - 1e-12)
+
+
+def test_top_items_are_the_most_popular_lowest_id_first():
+    X = sp.csr_matrix(np.array([[1, 1, 0, 1], [0, 1, 1, 1], [0, 0, 1, 0]], dtype=float))
+    np.testing.assert_array_equal(split.top_items(X, 3), [1, 2, 3])
+
+
+def test_cli_fixed_protocol(tmp_path, monkeypatch, capsys):
+    data = make_synthetic(n_users=200, n_items=120, factor_scale=3.0, random_state=5)
+    parts = dict(zip(("train", "valid", "test"), _parts(data.matrix)))
+    monkeypatch.setattr(datasets, "load_presplit", lambda name, data_dir=None: (data, parts))
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "--dataset",
+                "gowalla",
+                "--protocol",
+                "fixed",
+                "--models",
+                "popularity,item-p",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((out / "fixed" / "summary.json").read_text())
+    assert summary["meta"]["folds"] == 1 and summary["meta"]["k"] == 20 and summary["meta"]["select"] == "REC@20"
+    assert "| method | REC@20 | NDCG@20 | ADG |" in (out / "fixed" / "table.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["--dataset", "gowalla", "--protocol", "fixed", "--folds", "3", "--out", str(out), "--quiet"])
+    assert "the fixed protocol has one split" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_febr import block_feedback
 
-from recsys_ltr.febr import FEBR, AffinityFEBR
+from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
 from recsys_ltr.febr.scoring import _compose_kernel
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -170,6 +170,21 @@ def test_concatenated_pools_are_queries_in_turn():
     assert relevant.shape == (4, 5) and relevant.toarray()[0].tolist() == [0, 1, 0, 0, 0]
     assert irrelevant.toarray()[2].tolist() == [0, 0, 1, 0, 0]
     assert feature_names(["A"]) == ["A_raw", "A_z", "A_rr", "pop", "act", "votes"] and z_column(1) == 4
+
+
+def test_pool_statistics_in_blocks_equal_numpy(monkeypatch):
+    phi = np.random.default_rng(4).normal(size=(53, 4)) * [1.0, 3.0, 0.0, 2.0] + 5.0
+    monkeypatch.setattr(stacking, "rows_per_block", lambda row_bytes: 7)  # 8 blocks, the last one short
+    mean, scale = Pool(None, None, phi, None).statistics()
+    np.testing.assert_allclose(mean, phi.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(scale, [*phi.std(axis=0)[:2], 1.0, phi.std(axis=0)[3]], rtol=1e-12)
+
+
+def test_concatenate_releasing_equals_concatenate_and_empties_its_list():
+    chunks = [np.arange(6.0).reshape(3, 2), np.zeros((0, 2)), np.ones((2, 2))]
+    expected = np.concatenate(chunks)
+    np.testing.assert_array_equal(stacking.concatenate_releasing(chunks), expected)
+    assert chunks == []
 
 
 # ------------------------------------------------------------------------------ the model

@@ -30,9 +30,11 @@ from ..interactions import Interactions
 from ._registry import dataset_info, dataset_path, is_present, open_text, read_bytes
 from ._registry import list_datasets as _registered
 
-__all__ = ["available", "list_datasets", "load", "load_presplit"]
+__all__ = ["PRESPLIT", "available", "list_datasets", "load", "load_presplit"]
 
 _PRESPLIT = ("train", "valid", "test")
+#: The data sets that ship a published train / valid / test split (:func:`load_presplit`).
+PRESPLIT = ("gowalla", "movielens-1m-implicit")
 
 
 def list_datasets(include_ltr: bool = False) -> list[str]:
@@ -86,8 +88,8 @@ def load_presplit(name: str, data_dir=None, verify: bool = True) -> tuple[Intera
         ``{"train", "valid", "test"}`` -> canonical CSR matrices of ``data.shape`` on ``data``'s
         id maps; they are disjoint and sum to ``data.matrix``.
     """
-    if name not in ("movielens-1m-implicit", "gowalla"):
-        raise ValueError(f"{name!r} ships no published split; pre-split sets: movielens-1m-implicit, gowalla")
+    if name not in PRESPLIT:
+        raise ValueError(f"{name!r} ships no published split; pre-split sets: {', '.join(PRESPLIT)}")
     pairs = {part: _reading(name, _read_user_lines, name, f"{part}.txt", data_dir, verify) for part in _PRESPLIT}
     data = Interactions.from_arrays(*(np.concatenate(x) for x in zip(*pairs.values())))
     parts = {}

@@ -33,7 +33,15 @@ import time
 from recsys_ltr import datasets
 from recsys_ltr.eval.methods import METHODS
 from recsys_ltr.eval.report import error_caption, format_table, paired_tests, summarize, write_outputs
-from recsys_ltr.eval.runner import PROTOCOLS, check_unit_executor, run_experiment, table_metrics, unit_executor
+from recsys_ltr.eval.runner import (
+    HOLDOUT_PROTOCOLS,
+    PROTOCOLS,
+    check_unit_executor,
+    run_experiment,
+    selection_metric,
+    table_metrics,
+    unit_executor,
+)
 from recsys_ltr.executors import EXECUTORS, RayExecutor
 
 DEFAULT_REAL = "movielens-100k"
@@ -44,13 +52,17 @@ _DESCRIPTION = """\
 Compare top-N recommenders under the dissertation's protocol (sec. 4.7.3-4.7.5): per user, 10% of \
 the positives are held out for validation and 20% for test; each method is tuned in two levels on \
 validation ADG, evaluated on test, and compared with the runner-up by a paired Wilcoxon test over \
-users. Tables, CSV/JSON files, one bar chart per metric and a resumable cache are written to --out \
+users. Under --protocol fixed, a data set's published train / valid / test split is used instead \
+(gowalla as LightGCN's papers use it): settings are chosen on validation Recall@k, the chosen one is \
+refitted on train + valid and tested on test, with Recall@k and NDCG@k at --k 20 by default. \
+Tables, CSV/JSON files, one bar chart per metric and a resumable cache are written to --out \
 (default: runs/<data set>/)."""
 
 _EXAMPLES = (
     ("standard protocol", "python -m recsys_ltr.eval --dataset movielens-100k --models item-p,KUNN,ease"),
     ("novelty protocol", "python -m recsys_ltr.eval --dataset lastfm-2k --protocol novelty --exclude-top 100"),
     ("both protocols", "python -m recsys_ltr.eval --dataset msweb --protocol both --folds 3 --jobs 2"),
+    ("published split", "python -m recsys_ltr.eval --dataset gowalla --protocol fixed --models GF-CF,ALS,FEBR-stack"),
 )
 
 
@@ -150,12 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir", metavar="DIR", help=f"data directory (default: ${datasets.ENV_VAR}, else ../shared/datasets)"
     )
-    p.add_argument("--folds", type=_at_least(1), default=3, help="number of seeded splits (default: 3)")
+    p.add_argument(
+        "--folds", type=_at_least(1), help="number of seeded splits (default: 3; the fixed protocol has one)"
+    )
     p.add_argument(
         "--protocol",
         choices=(*PROTOCOLS, "both"),
         default="standard",
-        help="standard (Table 4.3), novelty (Table 4.4: the most popular items are never held out) or both",
+        help="standard (Table 4.3), novelty (Table 4.4: the most popular items are never held out, and every "
+        "non-stacking method gets a second row with them ranked last), both of these, or fixed (the data set's "
+        f"published train / valid / test split: {', '.join(datasets.PRESPLIT)})",
     )
     p.add_argument(
         "--exclude-top",
@@ -176,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="quick",
         help="tuning grids: quick (small) or paper (the dissertation's); default: quick",
     )
-    p.add_argument("--k", type=_at_least(1), default=10, help="cut-off of REC@k and P@k (default: 10)")
+    p.add_argument(
+        "--k", type=_at_least(1), help="cut-off of REC@k, P@k (and NDCG@k: fixed protocol); default: 10, fixed: 20"
+    )
     p.add_argument("--seed", type=_at_least(0), default=0, help="seed of fold f is seed + f (default: 0)")
     p.add_argument(
         "--out",
@@ -208,11 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_data(name: str, data_dir):
+def load_data(name: str, data_dir, fixed: bool = False):
+    """``(data, parts)``: the data set, and its published ``(train, valid, test)`` when ``fixed``."""
+    if fixed:
+        data, parts = datasets.load_presplit(name, data_dir=data_dir)
+        return data, (parts["train"], parts["valid"], parts["test"])
     if name == "synthetic":
         # Strong enough latent structure that personalised models beat popularity.
-        return datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, random_state=0)
-    return datasets.load(name, data_dir=data_dir)
+        return datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, random_state=0), None
+    return datasets.load(name, data_dir=data_dir), None
 
 
 def parse_methods(parser, text) -> list[str]:
@@ -243,6 +265,8 @@ def check_arguments(parser, args, data, protocols) -> None:
     for flag, path in (("--out", args.out), ("--cache-dir", args.cache_dir)):
         if path and os.path.exists(path) and not os.path.isdir(path):
             parser.error(f"{flag} {path} names a file; give a directory (it is created if missing)")
+    if args.protocol == "fixed" and args.folds not in (None, 1):
+        parser.error(f"--folds {args.folds}: the fixed protocol has one split, the published one")
     if args.k > data.n_items:
         parser.error(f"--k {args.k} is larger than the catalogue ({data.n_items} items)")
     if "novelty" in protocols and args.exclude_top >= data.n_items:
@@ -270,18 +294,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     methods = parse_methods(parser, args.models)
     note = None
+    fixed = args.protocol == "fixed"
     try:
         name = args.dataset or None
         if name is None:
             name, note = default_dataset(args.data_dir)
-        data = load_data(name, args.data_dir)
-    except (FileNotFoundError, ValueError) as exc:  # unknown, missing or corrupt data set
+        data, parts = load_data(name, args.data_dir, fixed)
+    except (FileNotFoundError, ValueError) as exc:  # unknown, missing, corrupt or not pre-split data set
         parser.error(str(exc).splitlines()[0])
     if note:
         print(note, file=sys.stderr)
-    protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
+    protocols = HOLDOUT_PROTOCOLS if args.protocol == "both" else (args.protocol,)
+    args.k = args.k or (20 if fixed else 10)
     args.out = args.out or os.path.join(RUNS_DIR, name)
     check_arguments(parser, args, data, protocols)
+    args.folds = 1 if fixed else args.folds or 3
     executor = make_executor(parser, args)
     cache_dir = args.cache_dir or os.path.join(args.out, "cache")
     print(
@@ -291,10 +318,10 @@ def main(argv=None) -> int:
         f"results go to {os.path.join(args.out, '')} (cache: {cache_dir})",
         file=sys.stderr,
     )
-    metrics = table_metrics(args.k)
     command = " ".join(["python -m recsys_ltr.eval", *(argv if argv is not None else sys.argv[1:])])
     for protocol in protocols:
         t0 = time.perf_counter()
+        metrics = table_metrics(args.k, protocol)
         experiment = run_experiment(
             data.matrix,
             methods,
@@ -309,6 +336,7 @@ def main(argv=None) -> int:
             cache_dir=cache_dir,
             read_cache=not args.no_cache,
             show_progress=False if args.quiet else None,
+            parts=parts,
         )
         summary = summarize(experiment.results, metrics, experiment.skipped)
         tests = paired_tests(experiment.results, summary, metrics)
@@ -325,6 +353,7 @@ def main(argv=None) -> int:
             "budget": args.budget,
             "seed": args.seed,
             "k": args.k,
+            "select": selection_metric(protocol, args.k),
             "methods": methods,
             "executor": executor.name,
             "jobs": executor.parallelism,

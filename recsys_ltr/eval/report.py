@@ -31,7 +31,7 @@ MARKER = "†"
 
 
 def _group(method: str) -> str:
-    known = METHODS.get(method)
+    known = METHODS.get(method.split(" (")[0])  # a novelty row "ALS (top-100 last)" is ALS's
     return known.group if known else ""
 
 
@@ -146,7 +146,8 @@ def long_table(results, dataset: str, protocol: str) -> pd.DataFrame:
             "method": r.method,
             "fold": r.fold,
             "params": json.dumps(r.params, sort_keys=True),
-            "validation_ADG": r.validation_adg,
+            "select": r.select,
+            "validation": r.validation,
             "fit_seconds": r.fit_seconds,
             "metric": m,
             "value": v,
@@ -166,14 +167,17 @@ def tuning_table(results) -> pd.DataFrame:
             "fold": r.fold,
             "level": t["level"],
             "params": json.dumps(t["params"], sort_keys=True),
-            "validation_ADG": t["validation_ADG"],
+            "select": r.select,
+            "validation": t["validation"],
             "fit_seconds": t["fit_seconds"],
             "chosen": t["params"] == r.params,
         }
         for r in results
         for t in r.trials
     ]
-    return pd.DataFrame(rows, columns=["method", "fold", "level", "params", "validation_ADG", "fit_seconds", "chosen"])
+    return pd.DataFrame(
+        rows, columns=["method", "fold", "level", "params", "select", "validation", "fit_seconds", "chosen"]
+    )
 
 
 def error_caption(folds: int) -> str:

@@ -4,7 +4,12 @@ For each fold (:func:`recsys_ltr.split.folds`: seed ``seed + fold``), the data a
 into train / validation / test (10% / 20% of each user's positives by default).  Each method is
 tuned on validation ADG in two levels (:func:`tune`), then its chosen setting is evaluated on test
 with the validation positives excluded from the candidates.  The novelty protocol draws validation
-and test items only outside the ``exclude_top`` most popular items.
+and test items only outside the ``exclude_top`` most popular items, and reports every non-stacking
+method twice: as tuned, and with those items pushed below the rest (the knowledge the stacked FEBR
+gets through ``label_exclude_top``).  The fixed protocol takes a data set's published
+train / valid / test split instead (LightGCN's gowalla): settings are chosen on validation
+``REC@k``, the chosen one is refitted on train + valid and tested on test (every item outside the
+user's train + valid positives a candidate).
 
 One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
 processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
@@ -20,7 +25,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 
@@ -32,19 +37,33 @@ from recsys_ltr._progress import progress, progress_write
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
-from recsys_ltr.metrics import evaluate
+from recsys_ltr.metrics import DEFAULT_METRICS, evaluate
 
-PROTOCOLS = ("standard", "novelty")
+PROTOCOLS = ("standard", "novelty", "fixed")
+#: The dissertation's per-user holdout protocols (``--protocol both``).
+HOLDOUT_PROTOCOLS = ("standard", "novelty")
 TABLE_METRICS = ("ADG", "REC@{k}", "MAP", "NDCG", "ATOP")
+#: The fixed-split table: the published benchmarks' Recall@k and NDCG@k first.
+FIXED_METRICS = ("REC@{k}", "NDCG@{k}", "ADG", "MAP", "ATOP")
 
 
-def table_metrics(k: int) -> list[str]:
-    """The metrics of Tables 4.3 / 4.4 with the recall cutoff ``k``."""
-    return [m.format(k=k) for m in TABLE_METRICS]
+def table_metrics(k: int, protocol: str = "standard") -> list[str]:
+    """The metrics of Tables 4.3 / 4.4 with the recall cutoff ``k`` (fixed protocol: Recall@k, NDCG@k first)."""
+    return [m.format(k=k) for m in (FIXED_METRICS if protocol == "fixed" else TABLE_METRICS)]
+
+
+def selection_metric(protocol: str, k: int) -> str:
+    """The validation metric that settings are chosen on: ADG (sec. 4.7.3), ``REC@k`` on a fixed split."""
+    return f"REC@{k}" if protocol == "fixed" else "ADG"
+
+
+def filtered_name(method: str, exclude_top: int) -> str:
+    """Name of ``method``'s novelty row with the ``exclude_top`` most popular items pushed below the rest."""
+    return f"{method} (top-{exclude_top} last)"
 
 
 #: Bumped when the cached content or its meaning changes (older files are then recomputed).
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 @cache
@@ -64,24 +83,28 @@ class FoldResult:
 
     ``per_user`` holds the per-user test values of :func:`table_metrics` (aligned with ``users``);
     ``trials`` lists every setting tried: ``level`` (1: main hyper-parameter, 2: secondary),
-    ``params``, ``validation_ADG`` and ``fit_seconds``.
+    ``params``, ``validation`` (the ``select`` metric on validation) and ``fit_seconds``.
+    ``filtered`` is the novelty protocol's second row of the same model (:func:`filtered_name`).
     """
 
     method: str
     fold: int
     params: dict
-    validation_adg: float
+    validation: float
     test: dict[str, float]
     test_stderr: dict[str, float]
     per_user: dict[str, np.ndarray] = field(repr=False)
     users: np.ndarray = field(repr=False)
     fit_seconds: float = 0.0
     trials: list[dict] = field(default_factory=list, repr=False)
+    select: str = "ADG"
+    filtered: FoldResult | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
-        out = asdict(self)
+        out = asdict(replace(self, filtered=None))
         out["per_user"] = {m: np.asarray(v, dtype=float).tolist() for m, v in self.per_user.items()}
         out["users"] = np.asarray(self.users, dtype=np.int64).tolist()
+        out["filtered"] = None if self.filtered is None else self.filtered.to_json()
         return out
 
     @classmethod
@@ -89,7 +112,12 @@ class FoldResult:
         data = dict(data)
         data["per_user"] = {m: np.asarray(v, dtype=float) for m, v in data["per_user"].items()}
         data["users"] = np.asarray(data["users"], dtype=np.int64)
+        data["filtered"] = None if data.get("filtered") is None else cls.from_json(data["filtered"])
         return cls(**data)
+
+    def rows(self) -> list[FoldResult]:
+        """This result and its ``filtered`` row, if any: the table rows of the unit."""
+        return [self] if self.filtered is None else [self, self.filtered]
 
     def check(self, users: np.ndarray) -> None:
         """Raise ``ValueError`` unless the result covers exactly the evaluated ``users`` and every
@@ -101,6 +129,8 @@ class FoldResult:
                 raise ValueError(f"per-user {name} has {values.size} values for {users.size} users")
             if not np.isclose(self.test.get(name, np.nan), values.mean(), rtol=1e-12, atol=1e-15):
                 raise ValueError(f"test {name} = {self.test.get(name)!r} is not the mean of its per-user values")
+        if self.filtered is not None:
+            self.filtered.check(users)
 
 
 @dataclass
@@ -158,7 +188,7 @@ def _fitter(method, train, val, random_state, num_threads, context=None):
     def fit(params):
         t0 = time.perf_counter()
         model = build(method, params, random_state, num_threads, context)
-        model = model.fit(train, validation=val) if method.uses_validation else model.fit(train)
+        model = model.fit(train, validation=val) if method.uses_validation and val is not None else model.fit(train)
         return model, time.perf_counter() - t0
 
     return fit
@@ -190,8 +220,20 @@ def _setting_key(params) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None):
-    """Two-level tuning on validation ADG (dissertation sec. 4.7.3).
+def tune(
+    method_name,
+    train,
+    val,
+    *,
+    budget="quick",
+    k=10,
+    random_state=None,
+    num_threads=0,
+    log=None,
+    context=None,
+    select="ADG",
+):
+    """Two-level tuning on validation ADG (dissertation sec. 4.7.3), or on the metric ``select``.
 
     Level 1 tries every value of the main hyper-parameter with the secondary ones at their
     defaults; level 2 tries the secondary settings at the best main value (the default one is not
@@ -220,13 +262,13 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
             if not method.keep_best and best is not None:
                 best = (*best[:2], None)  # one model in memory at a time: the chosen one is refitted
             model, seconds = make()
-            adg = evaluate(model, train, val, metrics=("ADG",), k=k, num_threads=num_threads)["ADG"]
-            trial = {"level": level, "params": dict(params), "validation_ADG": adg, "fit_seconds": seconds}
+            value = evaluate(model, train, val, metrics=(select,), k=k, num_threads=num_threads)[select]
+            trial = {"level": level, "params": dict(params), "validation": value, "fit_seconds": seconds}
             if log:
                 log.append(trial)
         trials.append(trial)
-        if best is None or trial["validation_ADG"] > best[0]:
-            best = (trial["validation_ADG"], dict(params), model)
+        if best is None or trial["validation"] > best[0]:
+            best = (trial["validation"], dict(params), model)
 
     for params, make in _main_level(method, budget, train.shape, fit):
         consider(1, params, make)
@@ -240,12 +282,28 @@ def tune(method_name, train, val, *, budget="quick", k=10, random_state=None, nu
 
 
 def tune_and_test(
-    method_name, train, val, test, *, budget="quick", k=10, random_state=None, num_threads=0, log=None, context=None
+    method_name,
+    train,
+    val,
+    test,
+    *,
+    budget="quick",
+    k=10,
+    random_state=None,
+    num_threads=0,
+    log=None,
+    context=None,
+    protocol="standard",
+    push_down=None,
 ) -> FoldResult:
-    """Pick a method's setting by :func:`tune`, then evaluate it on ``test`` (validation excluded).
+    """Pick a method's setting by :func:`tune`, then evaluate it on ``test``.
 
-    Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
+    Under the holdout protocols the tuned model is tested with the validation positives excluded;
+    under ``"fixed"`` it is tuned on validation ``REC@k`` and refitted on ``train + val`` first.
+    ``push_down`` (item ids) adds the ``filtered`` row: the same model with those items ranked
+    last.  Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
     """
+    select = selection_metric(protocol, k)
     params, model, trials = tune(
         method_name,
         train,
@@ -256,26 +314,56 @@ def tune_and_test(
         num_threads=num_threads,
         log=log,
         context=context,
+        select=select,
     )
-    res = evaluate(model, train, test, exclude=val, k=k, num_threads=num_threads)
     chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
-    return FoldResult(
-        method=method_name,
-        fold=-1,
-        params=params,
-        validation_adg=float(chosen["validation_ADG"]),
-        test=dict(res),
-        test_stderr=dict(res.stderr),
-        per_user={m: res.per_user[m] for m in table_metrics(k)},  # for the paired tests
-        users=np.asarray(res.users),
-        fit_seconds=chosen["fit_seconds"],
-        trials=trials,
-    )
+    fit_seconds, exclude = chosen["fit_seconds"], val
+    if protocol == "fixed":
+        train, exclude = (train + val).tocsr(), None  # disjoint parts: their union, canonical
+        model, fit_seconds = _fitter(get_method(method_name), train, None, random_state, num_threads, context)(params)
+    metrics = table_metrics(k, protocol)
+
+    def result(name, scorer):
+        res = evaluate(
+            scorer, train, test, exclude=exclude, metrics=(*DEFAULT_METRICS, *metrics), k=k, num_threads=num_threads
+        )
+        return FoldResult(
+            method=name,
+            fold=-1,
+            params=params,
+            validation=float(chosen["validation"]),
+            test=dict(res),
+            test_stderr=dict(res.stderr),
+            per_user={m: res.per_user[m] for m in metrics},  # for the paired tests
+            users=np.asarray(res.users),
+            fit_seconds=fit_seconds,
+            trials=trials,
+            select=select,
+        )
+
+    out = result(method_name, model)
+    if push_down is not None:
+        out.filtered = result(filtered_name(method_name, push_down.size), _ranked_last(model, push_down))
+    return out
 
 
-def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None, context=None):
+def _ranked_last(model, items):
+    """Score function of ``model`` with ``items`` scored ``-inf``: ranked below every other item."""
+
+    def score(user_ids):
+        scores = np.array(model.score(user_ids), dtype=np.float64)
+        scores[:, items] = -np.inf
+        return scores
+
+    return score
+
+
+def run_unit(
+    method_name, fold, train, val, test, *, budget, k, random_state, num_threads, log=None, context=None, **protocol
+):
     """One (method, fold) unit: a :class:`FoldResult`, or :class:`Skipped` when the method raises
-    one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency)."""
+    one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency).
+    ``protocol``: ``protocol`` and ``push_down`` of :func:`tune_and_test`."""
     method = get_method(method_name)
     try:
         result = tune_and_test(
@@ -289,10 +377,12 @@ def run_unit(method_name, fold, train, val, test, *, budget, k, random_state, nu
             num_threads=num_threads,
             log=log,
             context=context,
+            **protocol,
         )
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    result.fold = fold
+    for row in result.rows():
+        row.fold = fold
     return result
 
 
@@ -443,9 +533,22 @@ def _run_unit_task(arguments, unit):
 class _UnitArguments:
     """Arguments of :func:`run_unit` for a (method, fold) unit."""
 
-    def __init__(self, splits, budget, k, seed, num_threads, cache=None, resume=True, contexts=None):
+    def __init__(
+        self,
+        splits,
+        budget,
+        k,
+        seed,
+        num_threads,
+        cache=None,
+        resume=True,
+        contexts=None,
+        protocol="standard",
+        push_down=None,
+    ):
         self.splits, self.budget, self.k, self.seed, self.num_threads = splits, budget, k, seed, num_threads
         self.cache, self.resume, self.contexts = cache, resume, {} if contexts is None else contexts
+        self.protocol, self.push_down = protocol, push_down
 
     def args(self, name, fold):
         return (name, fold, *self.splits[fold])
@@ -459,6 +562,8 @@ class _UnitArguments:
             "num_threads": self.num_threads,
             "log": log,
             "context": self.contexts.get((name, fold)),
+            "protocol": self.protocol,
+            "push_down": None if get_method(name).stack_on else self.push_down,
         }
 
 
@@ -503,9 +608,11 @@ def run_experiment(
     dataset="data",
     show_progress=None,
     executor=None,
+    parts=None,
 ) -> Experiment:
     """Run every method on ``folds`` splits of ``X`` seeded by ``random_state``, one task per
-    (method, fold) unit.
+    (method, fold) unit; under ``protocol="fixed"``, on the one split ``parts`` (train, valid,
+    test: disjoint, summing to ``X``), ``folds`` and the split parameters then unused.
 
     The units run on ``executor`` (``unit_executor``: in this process by default, in ``jobs``
     local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
@@ -523,14 +630,21 @@ def run_experiment(
     executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
-    splits = list(split.folds(X, n_folds=folds, val=val, test=test, random_state=random_state, exclude_top=exclude_top))
+    if protocol == "fixed":
+        splits, folds, val, test = [check_parts(X, parts)], 1, None, None
+    elif parts is not None:
+        raise ValueError(f"parts (a published split) belong to protocol='fixed', not {protocol!r}")
+    else:
+        splits = list(
+            split.folds(X, n_folds=folds, val=val, test=test, random_state=random_state, exclude_top=exclude_top)
+        )
     cache, contexts = None, {}
     if cache_dir is not None:
         cache = UnitCache(
             cache_dir,
             contexts,
             dataset=dataset,
-            data=data_fingerprint(X),
+            data=data_fingerprint(X) if parts is None else [data_fingerprint(p) for p in splits[0]],
             protocol=protocol,
             budget=budget,
             seed=random_state,
@@ -543,7 +657,8 @@ def run_experiment(
     units = [(name, fold) for fold in range(folds) for name in methods]
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
     bar = progress(show_progress, total=len(units), desc=f"{dataset} {protocol}", unit="run")
-    arguments = _UnitArguments(splits, budget, k, random_state, None, cache, read_cache, contexts)
+    push_down = None if exclude_top is None else split.top_items(X, exclude_top)
+    arguments = _UnitArguments(splits, budget, k, random_state, None, cache, read_cache, contexts, protocol, push_down)
     outcomes, computed, reported = {}, [], set()
     with bar, _UnitRunner(executor, jobs) as runner:
         for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
@@ -570,10 +685,26 @@ def run_experiment(
             computed += todo
     ordered = [outcomes[unit] for unit in units]
     return Experiment(
-        results=[o for o in ordered if isinstance(o, FoldResult)],
+        results=[row for o in ordered if isinstance(o, FoldResult) for row in o.rows()],
         skipped=[o for o in ordered if isinstance(o, Skipped)],
         computed=computed,
     )
+
+
+def check_parts(X, parts) -> tuple:
+    """``parts`` = (train, valid, test) checked: feedback matrices of ``X``'s shape, pairwise
+    disjoint, summing to ``X``, valid and test not empty."""
+    if parts is None or len(parts) != 3:
+        raise ValueError("protocol='fixed' needs parts=(train, valid, test), the published split of X")
+    names = ("train", "valid", "test")
+    checked = [check_feedback(p, f"parts {n}", allow_empty=n == "train") for p, n in zip(parts, names)]
+    for p, n in zip(checked, names):
+        if p.shape != X.shape:
+            raise ValueError(f"parts {n} has shape {p.shape}, X has {X.shape}")
+    union = checked[0] + checked[1] + checked[2]
+    if union.max() > 1 or union.nnz != X.nnz or (union != (X != 0)).nnz:
+        raise ValueError("parts (train, valid, test) must be disjoint and hold exactly the positives of X")
+    return tuple(checked)
 
 
 def with_bases(methods) -> list[str]:

@@ -80,7 +80,7 @@ class Pool(NamedTuple):
 
     indptr: np.ndarray
     items: np.ndarray
-    phi: np.ndarray  #: (nnz, n_features) float64
+    phi: np.ndarray  #: (nnz, n_features) float32: the largest array of a fit (the scorer reads float64)
     label: np.ndarray  #: (nnz,) bool
 
     def groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,8 +90,13 @@ class Pool(NamedTuple):
 
     def statistics(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of every feature over the pool (a spread of 0 gives 1)."""
-        mean = self.phi.mean(axis=0)
-        scale = self.phi.std(axis=0)
+        mean = self.phi.mean(axis=0, dtype=np.float64)
+        squares = np.zeros_like(mean)
+        step = rows_per_block(self.phi[:1].nbytes)
+        for start in range(0, len(self.phi), step):  # in blocks: no temporary the size of the pool
+            deviation = self.phi[start : start + step] - mean
+            squares += np.einsum("ij,ij->j", deviation, deviation)
+        scale = np.sqrt(squares / max(len(self.phi), 1))
         scale[scale <= 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0
         return mean, scale
 
@@ -262,7 +267,7 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
     users = np.flatnonzero(has_labels) if users is None else users[has_labels[users]]
     popularity = np.bincount(X.indices, minlength=n_items).astype(np.float64)
     counts = np.zeros(n_users, np.int64)
-    parts = []
+    parts = ([], [], [])  # items, phi, label of each block
     for block in user_blocks(users.size, n_items, nb):
         ids = users[block]
         rows = X[ids]
@@ -270,14 +275,27 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
         excluded = rows if exclude_known else sp.csr_matrix(rows.shape)
         items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, excluded)
         keep = np.arange(items.shape[1])[None, :] < block_counts[:, None]
-        parts.append((items[keep], phi[keep], label[keep]))
+        for part, values, dtype in zip(parts, (items, phi, label), (INDEX_DTYPE, np.float32, bool)):
+            part.append(values[keep].astype(dtype, copy=False))
         counts[ids] = block_counts
     indptr = np.zeros(n_users + 1, INDEX_DTYPE)
     np.cumsum(counts, out=indptr[1:])
-    if not parts:
-        return Pool(indptr, np.zeros(0, INDEX_DTYPE), np.zeros((0, n_features(nb))), np.zeros(0, bool))
-    items, phi, label = (np.concatenate([part[j] for part in parts]) for j in range(3))
-    return Pool(indptr, items.astype(INDEX_DTYPE), phi, label)
+    if not parts[0]:
+        return Pool(indptr, np.zeros(0, INDEX_DTYPE), np.zeros((0, n_features(nb)), np.float32), np.zeros(0, bool))
+    return Pool(indptr, *(concatenate_releasing(part) for part in parts))
+
+
+def concatenate_releasing(chunks: list) -> np.ndarray:
+    """``np.concatenate(chunks)``, emptying the list as it copies: memory peaks at the result and one
+    chunk, not twice the result (a pool's features are the largest array of a FEBR fit)."""
+    out = np.empty((sum(len(c) for c in chunks), *chunks[0].shape[1:]), chunks[0].dtype)
+    at = 0
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
+        out[at : at + len(chunk)] = chunk
+        at += len(chunk)
+    return out
 
 
 def moments(S, rows) -> tuple[np.ndarray, np.ndarray]:
@@ -344,7 +362,7 @@ def concatenate_pools(pools) -> Pool:
         return pools[0]
     offsets = np.cumsum([0] + [p.items.size for p in pools[:-1]])
     indptr = np.concatenate([pools[0].indptr[:1]] + [p.indptr[1:] + o for p, o in zip(pools, offsets)])
-    items, phi, label = (np.concatenate([p[j] for p in pools]) for j in (1, 2, 3))
+    items, phi, label = (concatenate_releasing([p[j] for p in pools]) for j in (1, 2, 3))
     return Pool(indptr.astype(INDEX_DTYPE), items, phi, label)
 
 
