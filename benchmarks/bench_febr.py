@@ -16,6 +16,10 @@ memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run.  ``benc
 * FEBR: ``AffinityFEBR``, FEBRi, cosine affinity, k = 100, default max_iter / gamma / learning rate, validation
   ADG on 1000 validation users every 50k samples, early stopping after 2 evaluations without gain;
 * ALS: implicit 0.7 ``AlternatingLeastSquares(factors=64, iterations=15)``;
+* ALS(): our ``ALS()`` at its defaults, the one-line alternative of the FEBR issue;
+* tuned:NAME: the command line's quick-budget two-level tuning of method NAME on this split's
+  validation part (``recsys_ltr.eval.runner.tune``: every setting fitted and scored, the chosen one
+  kept), e.g. ``tuned:ALS``, ``tuned:EASE``; ``settings`` is the number of settings tried;
 * LightFM: ``LightFM(no_components=64, loss="warp", max_sampled=10)``, epochs chosen so that it
   draws as many positives as FEBR did (one epoch = one pass over the training positives).
 
@@ -32,7 +36,9 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -84,6 +90,15 @@ def _one(name, method, samples):
         model = AlternatingLeastSquares(factors=64, iterations=15, num_threads=THREADS, random_state=0)
         model.fit(train.astype(np.float32), show_progress=False)
         scorer = _dot_scorer(model.user_factors, model.item_factors)
+    elif method == "ALS()":
+        from recsys_ltr.models import ALS as OurALS
+
+        model = scorer = OurALS(random_state=0, num_threads=THREADS).fit(train)
+    elif method.startswith("tuned:"):
+        from recsys_ltr.eval.runner import tune
+
+        _, scorer, trials = tune(method[6:], train, val, budget="quick", random_state=0, num_threads=THREADS)
+        extra["settings"] = len(trials)
     else:
         from lightfm import LightFM
 
@@ -103,6 +118,9 @@ def _one(name, method, samples):
         t0 = time.perf_counter()
         model.recommend(np.arange(train.shape[0]), train, N=10)
         extra["serve_s"] = time.perf_counter() - t0
+    if method == "FEBR-stack":
+        extra["file_mb"] = _file_mb(model)
+        extra["largest_base_file_mb"] = max(_file_mb(base) for base in model.bases_)
     t0 = time.perf_counter()
     result = evaluate(scorer, train, test, exclude=val, num_threads=THREADS)
     ev = time.perf_counter() - t0
@@ -133,6 +151,14 @@ def _timed_base_fits(fit_febr):
         Recommender._fit_trusted = original
 
 
+def _file_mb(model) -> float:
+    """Size of ``model.save`` in MB."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "model.npz"
+        model.save(path)
+        return sum(f.stat().st_size for f in Path(directory).iterdir()) / 1e6
+
+
 def _dot_scorer(U, V, item_bias=None):
     U, V = np.asarray(U, np.float64), np.asarray(V, np.float64)
     bias = 0.0 if item_bias is None else np.asarray(item_bias, np.float64)[None, :]
@@ -153,7 +179,9 @@ def _run(name, method, samples=0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["movielens-1m-implicit", "gowalla"])
-    parser.add_argument("--methods", nargs="+", default=["FEBR-stack", "FEBR", "ALS", "LightFM"])
+    parser.add_argument(
+        "--methods", nargs="+", default=["FEBR-stack", "FEBR", "ALS", "ALS()", "tuned:ALS", "tuned:EASE", "LightFM"]
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,7 +189,7 @@ def main():
         _one(args.one[0], args.one[1], int(args.one[2]))
         return
     print(
-        f"{'data set':<24}{'method':<9}{'fit s':>8}{'eval s':>8}{'total s':>9}{'peak GB':>9}"
+        f"{'data set':<24}{'method':<12}{'fit s':>8}{'eval s':>8}{'total s':>9}{'peak GB':>9}"
         f"{'fit/ALS':>9}{'ADG':>8}  notes"
     )
     for name in args.datasets:
@@ -186,10 +214,13 @@ def main():
                     "slowest_base_s",
                     "stacking_s",
                     "serve_s",
+                    "settings",
+                    "file_mb",
+                    "largest_base_file_mb",
                 )
             }
             print(
-                f"{name:<24}{method:<9}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"
+                f"{name:<24}{method:<12}{r['fit']:>8.2f}{r['eval']:>8.2f}{r['fit'] + r['eval']:>9.2f}"
                 f"{r['peak_gb']:>9.2f}{ratio:>9.2f}{r['ADG']:>8.4f}  {notes or ''}",
                 flush=True,
             )

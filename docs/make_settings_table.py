@@ -5,7 +5,8 @@ Reads every ``eval/results/<data set>/<protocol>/summary.json`` written by
 fold) and writes one table per protocol: a row per method, a column per data set with the
 setting chosen (the most frequent one over the folds, with its count when the folds disagree),
 and a "start from" column, the setting chosen most often over every data set and fold of that
-protocol.  Rerun after the result tables are regenerated::
+protocol.  The novelty protocol's second rows ("ALS (top-100 last)") share their method's setting
+and are left out.  Rerun after the result tables are regenerated::
 
     python docs/make_settings_table.py          # from the repository root
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "eval" / "results"
 OUTPUT = Path(__file__).resolve().parent / "tuned_settings.inc"
-PROTOCOLS = ("standard", "novelty")
+PROTOCOLS = ("standard", "novelty", "fixed")
 
 
 def _flat(params: dict, prefix: str = "") -> dict:
@@ -41,31 +42,38 @@ def describe(params: dict, main: str | None = None, renamed: dict | None = None)
     return ", ".join(f"{k}={flat[k]:g}" if isinstance(flat[k], float) else f"{k}={flat[k]}" for k in keys) or "-"
 
 
-def _names_of(method: str) -> tuple[str | None, dict]:
-    """The method's main hyper-parameter and its estimator's renamed parameters (old -> new)."""
+def _methods() -> dict:
     sys.path.insert(0, str(ROOT))
     from recsys_ltr.eval.methods import METHODS
 
-    known = METHODS.get(method)
-    if known is None:
-        return None, {}
+    return METHODS
+
+
+def _names_of(method: str) -> tuple[str | None, dict]:
+    """The method's main hyper-parameter and its estimator's renamed parameters (old -> new)."""
+    known = _methods()[method]
     return known.main, getattr(getattr(known.factory, "func", None), "_renamed_params", {})
 
 
-def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]]]:
-    """Data sets (sorted) and ``{method: {data set: [setting of each fold]}}`` in table order."""
-    names, chosen = [], {}
+def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]], str]:
+    """Data sets (sorted), ``{method: {data set: [setting of each fold]}}`` in table order and the
+    validation metric the settings were chosen on."""
+    names, chosen, select = [], {}, "ADG"
     for path in sorted(RESULTS.glob(f"*/{protocol}/summary.json")):
         dataset = path.parent.parent.name
         names.append(dataset)
         payload = json.loads(path.read_text())
+        select = payload["meta"].get("select", "ADG")
         for row in payload["summary"]:
-            chosen.setdefault(row["method"], {})
+            if row["method"] in _methods():
+                chosen.setdefault(row["method"], {})
         for method, per_fold in payload["params"].items():
+            if method not in _methods():
+                continue
             main, renamed = _names_of(method)
             settings = [describe(per_fold[fold], main, renamed) for fold in sorted(per_fold, key=int)]
             chosen.setdefault(method, {})[dataset] = settings
-    return names, chosen
+    return names, chosen, select
 
 
 def _cell(settings: list[str]) -> str:
@@ -81,11 +89,11 @@ def render() -> str:
         "",
     ]
     for protocol in PROTOCOLS:
-        datasets, chosen = collect(protocol)
+        datasets, chosen, select = collect(protocol)
         if not datasets:
             continue
         lines += [
-            f".. list-table:: Settings chosen on validation ADG, {protocol} protocol",
+            f".. list-table:: Settings chosen on validation {select}, {protocol} protocol",
             "   :header-rows: 1",
             "   :stub-columns: 1",
             "",
