@@ -1,6 +1,9 @@
 """Stacked FEBR: base features against a brute-force reference, the stacking analogue of Theorem
 4.3, leak-free labels (a memoriser base), K-fold labels, LambdaMART trees, save/load, bad input."""
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -502,3 +505,23 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
             start = np.zeros_like(m.coef_)
             start[z_column(m.tail_base_)] = m.feature_scale_[z_column(m.tail_base_)]
             np.testing.assert_array_equal(m.coef_, start)
+
+
+@pytest.mark.parametrize("stacked", [True, False])
+def test_items_never_drawn_as_labels_are_ranked_last(stacked):
+    """With ``label_exclude_top``, the most popular items of X can never be a label, so FEBR (both
+    estimators) scores them -inf: below every other item, in ``score`` and ``recommend``."""
+    X = block_feedback(seed=2)
+    if stacked:
+        model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], label_exclude_top=5).fit(X)
+    else:
+        model = AffinityFEBR(k=10, max_iter=2000, eval_every=1000, label_exclude_top=5, random_state=0).fit(X)
+    top = np.argsort(-np.bincount(X.indices, minlength=X.shape[1]), kind="stable")[:5]
+    np.testing.assert_array_equal(model.excluded_items_, top)
+    users = np.arange(X.shape[0])
+    scores = model.score(users)
+    assert np.all(np.isneginf(scores[:, top])) and np.isfinite(np.delete(scores, top, axis=1)).all()
+    ids, _ = model.recommend(users, N=10)
+    assert not np.isin(ids, top).any()
+    back = type(model).load(model.save(str(Path(tempfile.mkdtemp()) / "m")))
+    np.testing.assert_array_equal(back.excluded_items_, top)

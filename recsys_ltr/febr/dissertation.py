@@ -299,7 +299,7 @@ show_progress :
         if getattr(self, "extractor_", None) is None or self.extractor_.X is not self.user_items_:
             self._prepare_features(self.user_items_)
 
-    def _score_rows(self, rows, ids, recalculate):
+    def _ranked_scores(self, rows, ids, recalculate):
         return self._linear_scores(rows, ids, recalculate)
 
     def _linear_scores(self, rows, ids, recalculate, coef=None):

@@ -307,7 +307,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
             setattr(self, name, value)
 
     # ------------------------------------------------------------------ scoring
-    def _score_rows(self, rows, ids, recalculate):
+    def _ranked_scores(self, rows, ids, recalculate):
         """The head of every user (each base's ``candidates`` best) in the scorer's order above the
         other items in the order of the tail base (module docstring)."""
         S = stacked_scores(self.bases_, rows, ids, recalculate)

@@ -29,7 +29,7 @@ import numpy as np
 from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
 from ..models.base import Recommender
-from ..split import eligible_positives, holdout_trusted, kfold_trusted
+from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items
 
 __all__ = ["STAT_USERS", "OptADGRecommender"]
 
@@ -54,6 +54,8 @@ class OptADGRecommender(Recommender):
     label_exclude_top : int or None
         Draw the training labels outside the ``label_exclude_top`` most popular items, as the
         novelty protocol draws its held-out items (``None``: uniformly, as the standard protocol).
+        Those items (``excluded_items_``, by popularity in ``X``) can then never be what the model
+        predicts: they score ``-inf``, below every other item.
     validation_fraction : float in [0, 1)
         Without a ``validation`` matrix, ``fit`` holds out this fraction of each user's positives
         for early stopping and model selection (scikit-learn's habit); ``0``: none.
@@ -85,6 +87,8 @@ class OptADGRecommender(Recommender):
 
     Attributes
     ----------
+    excluded_items_ : ndarray of int
+        The ``label_exclude_top`` most popular items of ``X`` (empty without it), ranked last.
     coef_, feature_mean_, feature_scale_ : ndarray (n_features,)
         ``theta`` and the standardisation of the features named in ``feature_names_`` (the rows of
         ``linear_``).
@@ -203,6 +207,14 @@ class OptADGRecommender(Recommender):
         super()._prepare()
         self.linear_ = np.ascontiguousarray(self.linear_, dtype=np.float64)
         self._prepare_linear()
+        top = self._param("label_exclude_top")
+        self.excluded_items_ = top_items(self.user_items_, top) if top else np.zeros(0, np.int64)
+
+    def _score_rows(self, rows, ids, recalculate):
+        """:meth:`_ranked_scores` with the ``excluded_items_`` ranked last (never a label)."""
+        scores = self._ranked_scores(rows, ids, recalculate)
+        scores[:, self.excluded_items_] = -np.inf
+        return scores
 
     def _check_linear(self, d: int):
         """Check a loaded ``linear_`` against the ``d`` features of the fitted parameters."""
