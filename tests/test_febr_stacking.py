@@ -525,3 +525,15 @@ def test_items_never_drawn_as_labels_are_ranked_last(stacked):
     assert not np.isin(ids, top).any()
     back = type(model).load(model.save(str(Path(tempfile.mkdtemp()) / "m")))
     np.testing.assert_array_equal(back.excluded_items_, top)
+
+
+def test_items_never_a_label_are_no_ones_candidate():
+    """``with_items`` adds the excluded items to every row; the heads of a FEBR with
+    ``label_exclude_top`` (training pools and prediction) never hold them."""
+    rows = sp.csr_matrix(np.array([[1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=float))
+    both = stacking.with_items(rows, np.array([3, 1]))
+    assert both.toarray().tolist() == [[1, 1, 0, 1, 0], [0, 1, 0, 1, 0]] and both.has_canonical_format
+    X = block_feedback(seed=2)
+    model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], label_exclude_top=5).fit(X)
+    indptr, items, _ = model.head_features(np.arange(X.shape[0]))
+    assert items.size and not np.isin(items, model.excluded_items_).any()

@@ -118,11 +118,11 @@ def _candidates(spec, F):
         yield clone(template).set_params(**setting)._fit_trusted(F)
 
 
-def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users, rng, stage):
+def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users, rng, stage, never=()):
     """``(pool, settings)``: the training pool of the label ``parts`` ``[(F, L), ...]`` (each base
     fitted on ``F``, its grid searched on the first part and its winner used on the others; one fit
     of each base held at a time) and the chosen setting of every base.  ``stage(message)`` reports
-    progress."""
+    progress; ``never``: items that are no one's candidate."""
     pools, settings = [], None
     for part, (F, L) in enumerate(parts):
         bases_F = []
@@ -138,7 +138,7 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users
         settings = settings or [b.get_params() for b in bases_F]  # the first part's grid winners
         stage("features of the training pairs")
         context = context_statistics(bases_F, F, sample_users(F, STAT_USERS))
-        pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known))
+        pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known, never=never))
         del bases_F
     return concatenate_pools(pools), settings
 

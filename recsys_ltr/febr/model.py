@@ -41,6 +41,7 @@ from .stacking import (
     n_features,
     pool_relevance,
     stacked_scores,
+    with_items,
     z_column,
 )
 from .training import STAT_USERS, OptADGRecommender
@@ -238,7 +239,15 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
         parts = self._label_parts(X, rng)
         pool, settings = pools_of_label_parts(
-            specs, names, parts, self.candidates, self.holdout != 0, self.validation_users, rng, stage
+            specs,
+            names,
+            parts,
+            self.candidates,
+            self.holdout != 0,
+            self.validation_users,
+            rng,
+            stage,
+            self.excluded_items_,
         )
         self.bases_ = fit_on(specs, names, settings, X, stage)
         self.base_names_ = names
@@ -339,7 +348,8 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         ``indptr[r]:indptr[r + 1]`` (items and their features)."""
         # ties broken by the standardised popularity of the context: the training popularity's order
         candidates = self._param("candidates")
-        items, phi, _, counts = heads(S, rows, None, self._context, self.context_pop_, candidates)
+        excluded = with_items(rows, self.excluded_items_)
+        items, phi, _, counts = heads(S, rows, None, self._context, self.context_pop_, candidates, excluded)
         valid = np.arange(items.shape[1])[None, :] < counts[:, None]
         indptr = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])

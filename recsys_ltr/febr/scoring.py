@@ -152,8 +152,21 @@ class ValidationScores:
         return indptr, np.concatenate([items for _, items, _ in parts]), np.concatenate([phi for _, _, phi in parts])
 
     def _evaluate(self, score_fn, per_user=False):
+        never = self.model.excluded_items_
+
+        def ranked(ids):  # as the model ranks: the items that are never a label last
+            scores = np.array(score_fn(ids), dtype=np.float64)
+            scores[:, never] = -np.inf
+            return scores
+
         result = evaluate_trusted(
-            score_fn, self.X, self.validation, None, ["ADG"], users=self.users, num_threads=self.model.num_threads
+            ranked if never.size else score_fn,
+            self.X,
+            self.validation,
+            None,
+            ["ADG"],
+            users=self.users,
+            num_threads=self.model.num_threads,
         )
         return result.per_user["ADG"] if per_user else result["ADG"]
 
@@ -189,7 +202,9 @@ def fit_reranker(model, pool, X, validation, val, rng):
     validation); each try is recorded in ``model.history_``."""
     train, valid = pool.groups(), None
     if validation is not None:
-        valid = build_pool(model.bases_, model._context, X, validation, model.candidates, users=val.users).groups()
+        valid = build_pool(
+            model.bases_, model._context, X, validation, model.candidates, users=val.users, never=model.excluded_items_
+        ).groups()
     settings = (model.lambdamart_params,) if model.lambdamart_params is not None else LAMBDAMART_SETTINGS
     if val is None:
         settings = settings[:1]

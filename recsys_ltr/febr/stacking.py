@@ -250,7 +250,7 @@ def stacked_scores(bases, rows, ids, recalculate=False) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ pools
-def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclude_known=True) -> Pool:
+def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclude_known=True, never=()) -> Pool:
     """The training pairs of the users with labels: per user its *head*, the union of every base's
     ``n_top`` best candidates (score, then popularity, then id), with the features of each pair and
     whether it is a label (a row of ``labels``, disjoint from ``X``).
@@ -259,7 +259,8 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
     a label outside the head is dropped, as a re-ranker cannot bring it in.  ``bases`` are fitted on
     ``X``; ``context`` holds their statistics there; ``users`` restricts the pools to these users
     (default: every user with a label).  ``exclude_known=False`` keeps the items of ``X`` among the
-    candidates (training on ``X`` itself, ``labels = X``: the leaky setting).
+    candidates (training on ``X`` itself, ``labels = X``: the leaky setting).  ``never``: items that
+    are no one's candidate (``label_exclude_top``'s).
     """
     n_users, n_items = X.shape
     nb = len(bases)
@@ -272,7 +273,7 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
         ids = users[block]
         rows = X[ids]
         S = stacked_scores(bases, rows, ids)  # (B, nb, n)
-        excluded = rows if exclude_known else sp.csr_matrix(rows.shape)
+        excluded = with_items(rows if exclude_known else sp.csr_matrix(rows.shape), never)
         items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, excluded)
         keep = np.arange(items.shape[1])[None, :] < block_counts[:, None]
         for part, values, dtype in zip(parts, (items, phi, label), (INDEX_DTYPE, np.float32, bool)):
@@ -283,6 +284,19 @@ def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclu
     if not parts[0]:
         return Pool(indptr, np.zeros(0, INDEX_DTYPE), np.zeros((0, n_features(nb)), np.float32), np.zeros(0, bool))
     return Pool(indptr, *(concatenate_releasing(part) for part in parts))
+
+
+def with_items(rows, items) -> sp.csr_matrix:
+    """The canonical binary CSR ``rows`` with ``items`` added to every row: the excluded candidates
+    of a block of users when ``items`` are no one's candidate."""
+    if len(items) == 0:
+        return rows
+    B, k = rows.shape[0], len(items)
+    every = sp.csr_matrix((np.ones(B * k), np.tile(np.sort(items), B), np.arange(0, B * k + 1, k)), shape=rows.shape)
+    out = (rows + every).tocsr()
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
 
 
 def concatenate_releasing(chunks: list) -> np.ndarray:

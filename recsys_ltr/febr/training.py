@@ -159,6 +159,7 @@ class OptADGRecommender(Recommender):
 
     def _fit(self, X, validation=None):
         rng = np.random.default_rng(self.random_state)
+        self._set_excluded(X)
         X_fit = X
         if validation is None and self.validation_fraction > 0:
             X_fit, validation, _ = holdout_trusted(X, float(self.validation_fraction), 0.0, rng)
@@ -207,8 +208,11 @@ class OptADGRecommender(Recommender):
         super()._prepare()
         self.linear_ = np.ascontiguousarray(self.linear_, dtype=np.float64)
         self._prepare_linear()
+        self._set_excluded(self.user_items_)
+
+    def _set_excluded(self, X):
         top = self._param("label_exclude_top")
-        self.excluded_items_ = top_items(self.user_items_, top) if top else np.zeros(0, np.int64)
+        self.excluded_items_ = top_items(X, top) if top else np.zeros(0, np.int64)
 
     def _score_rows(self, rows, ids, recalculate):
         """:meth:`_ranked_scores` with the ``excluded_items_`` ranked last (never a label)."""
