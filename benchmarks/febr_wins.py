@@ -23,12 +23,15 @@ METRICS = ("ADG", "MAP")
 
 
 def load_units(cache: Path, protocol: str) -> dict[str, dict[int, dict]]:
-    """``{method: {fold: result}}`` of the finished units of one protocol."""
+    """``{method: {fold: result}}`` of the finished units of one protocol (a novelty unit's second
+    row, "ALS (top-100 last)", is a method of its own)."""
     units: dict[str, dict[int, dict]] = {}
     for path in cache.glob(f"*-{protocol}-*.json"):
         if not path.name.endswith(".trials.json"):
             result = json.loads(path.read_text())["result"]
-            units.setdefault(result["method"], {})[result["fold"]] = result
+            for row in (result, result.get("filtered")):
+                if row is not None:
+                    units.setdefault(row["method"], {})[row["fold"]] = row
     return units
 
 

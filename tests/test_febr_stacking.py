@@ -483,8 +483,9 @@ def test_a_gain_that_is_noise_falls_back_to_the_tail_base():
 
 
 def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
-    """The decision itself: the trained scorer stays when the paired test's p is below
-    ``fallback_p``, the tail base alone (theta = its within-user score) replaces it otherwise."""
+    """The decision itself: the trained scorer stays when the mean gain is positive and the paired
+    test's p is below ``fallback_p``; the tail base alone (theta = its within-user score) replaces it
+    otherwise, a significant signed-rank test of a negative mean gain included."""
     from recsys_ltr.febr import model as febr_model
 
     train, val, _ = planted
@@ -495,8 +496,8 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
         return trained
 
     monkeypatch.setattr(febr_model.FEBR, "_sgd", trained_sgd)
-    for p, kept in ((0.001, True), (0.5, False)):
-        monkeypatch.setattr(febr_model, "stacked_gain", lambda *a, p=p: {"users": 60, "gain": 0.01, "p_value": p})
+    for p, gain, kept in ((0.001, 0.01, True), (0.5, 0.01, False), (0.001, -0.001, False)):
+        monkeypatch.setattr(febr_model, "stacked_gain", lambda *a, p=p, g=gain: {"users": 60, "gain": g, "p_value": p})
         m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
         assert m.stacked_gain_["p_value"] == p
         if kept:

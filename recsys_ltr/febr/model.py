@@ -93,8 +93,9 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better by validation ADG.
     fallback_p : float in [0, 1] or None
         The trained scorer is kept only when it beats the tail base alone on validation users held
-        out from the early stopping by a one-sided paired Wilcoxon test at ``p < fallback_p``; else
-        FEBR ranks as that base (a gain that is noise falls back to it).  ``None``: always kept.
+        out from the early stopping: a positive mean ADG gain that a one-sided paired Wilcoxon test
+        finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
+        users a little and loses more on a few); else FEBR ranks as that base.  ``None``: always kept.
 
     Attributes
     ----------
@@ -291,7 +292,8 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         if val is not None and self.fallback_p is not None:
             report_stage(bar, _log, "paired test against the tail base")
             self.stacked_gain_ = stacked_gain(self, X, validation, val, rng)
-            if not self.stacked_gain_["p_value"] < self.fallback_p:  # a gain that is noise: the tail base alone
+            gain = self.stacked_gain_
+            if not (gain["gain"] > 0 and gain["p_value"] < self.fallback_p):  # noise or a loss: the tail base alone
                 theta[:] = 0.0
                 theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]
                 self._set_trees(None)
