@@ -5,7 +5,7 @@ memory is the method's own): fit time (FEBR: affinity + features + OPT-ADG train
 stopping on validation ADG, timed after a warm-up fit on 500 users that loads numba's cached
 kernels once per process, reported as ``warmup``), full evaluation time (all metrics, every test user, validation items
 excluded), serving (``recommend`` of every user, N = 10, FEBR only: ``serve_s``) and peak resident
-memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run.  ``bench_regression.py
+memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run (implicit's, or our ``ALS()`` when implicit's is not run).  ``bench_regression.py
 --only febr`` times ``FEBR().fit`` against an earlier version of the code.
 
 * FEBR-stack: ``FEBR()`` at its defaults (stacked bases, leak-free holdout, carved validation), fitted
@@ -200,7 +200,8 @@ def main():
                 runs.setdefault(method, []).append(_run(name, method, samples))
         med = {m: {key: float(np.median([r[key] for r in rs])) for key in rs[0]} for m, rs in runs.items()}
         for method, r in med.items():
-            ratio = r["fit"] / med["ALS"]["fit"] if "ALS" in med else float("nan")
+            ref = next((m for m in ("ALS", "ALS()") if m in med), None)  # implicit's, else ours
+            ratio = r["fit"] / med[ref]["fit"] if ref else float("nan")
             notes = {
                 key: round(v, 2)
                 for key, v in r.items()

@@ -536,5 +536,5 @@ def test_items_never_a_label_are_no_ones_candidate():
     assert both.toarray().tolist() == [[1, 1, 0, 1, 0], [0, 1, 0, 1, 0]] and both.has_canonical_format
     X = block_feedback(seed=2)
     model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], label_exclude_top=5).fit(X)
-    indptr, items, _ = model.head_features(np.arange(X.shape[0]))
+    _, items, _ = model.head_features(np.arange(X.shape[0]))
     assert items.size and not np.isin(items, model.excluded_items_).any()
