@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,7 @@ def describe(params: dict, main: str | None = None, renamed: dict | None = None)
     return ", ".join(f"{k}={flat[k]:g}" if isinstance(flat[k], float) else f"{k}={flat[k]}" for k in keys) or "-"
 
 
+@cache
 def _methods() -> dict:
     sys.path.insert(0, str(ROOT))
     from recsys_ltr.eval.methods import METHODS

@@ -88,6 +88,7 @@ __all__ = [
     "evaluate",
     "evaluate_trusted",
     "rank_test_items",
+    "ranked_last",
     "retrieval_metrics",
     "squared_distances",
 ]
@@ -336,6 +337,18 @@ def _evaluate_product(product, inputs: _EvaluationInputs, train, test, exclude) 
         *_csr_parts(train), *_csr_parts(test), *_csr_parts(exclude), inputs.cutoffs, strided_chunks(R.shape[0]),
         work=product_work(R.indices, B.indptr, R.shape[0], B.shape[1]), calls=inputs.n_blocks,
     )  # fmt: skip
+
+
+def ranked_last(score_fn, items):
+    """The score function ``score_fn`` (user ids -> dense scores) with ``items`` scored ``-inf``:
+    ranked below every other item, as items a model knows are never held out."""
+
+    def score(user_ids):
+        scores = np.array(score_fn(user_ids), dtype=np.float64)
+        scores[:, items] = -np.inf
+        return scores
+
+    return score
 
 
 def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity=None):

@@ -24,6 +24,7 @@ from matplotlib.patches import Patch
 from scipy import stats
 
 from recsys_ltr.eval.methods import METHODS
+from recsys_ltr.eval.runner import method_of
 
 #: Significance level of the table's marker.
 ALPHA = 0.05
@@ -31,7 +32,7 @@ MARKER = "†"
 
 
 def _group(method: str) -> str:
-    known = METHODS.get(method.split(" (")[0])  # a novelty row "ALS (top-100 last)" is ALS's
+    known = METHODS.get(method_of(method))  # a novelty row "ALS (top-100 last)" is ALS's
     return known.group if known else ""
 
 

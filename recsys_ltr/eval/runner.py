@@ -37,7 +37,7 @@ from recsys_ltr._progress import progress, progress_write
 from recsys_ltr._validation import check_feedback, check_positive_int
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
-from recsys_ltr.metrics import DEFAULT_METRICS, evaluate
+from recsys_ltr.metrics import DEFAULT_METRICS, evaluate, ranked_last
 
 PROTOCOLS = ("standard", "novelty", "fixed")
 #: The dissertation's per-user holdout protocols (``--protocol both``).
@@ -60,6 +60,11 @@ def selection_metric(protocol: str, k: int) -> str:
 def filtered_name(method: str, exclude_top: int) -> str:
     """Name of ``method``'s novelty row with the ``exclude_top`` most popular items pushed below the rest."""
     return f"{method} (top-{exclude_top} last)"
+
+
+def method_of(row: str) -> str:
+    """The method of a table row: ``row`` itself, or the method of a :func:`filtered_name` row."""
+    return re.sub(r" \(top-\d+ last\)$", "", row)
 
 
 #: Bumped when the cached content or its meaning changes (older files are then recomputed).
@@ -343,19 +348,8 @@ def tune_and_test(
 
     out = result(method_name, model)
     if push_down is not None:
-        out.filtered = result(filtered_name(method_name, push_down.size), _ranked_last(model, push_down))
+        out.filtered = result(filtered_name(method_name, push_down.size), ranked_last(model.score, push_down))
     return out
-
-
-def _ranked_last(model, items):
-    """Score function of ``model`` with ``items`` scored ``-inf``: ranked below every other item."""
-
-    def score(user_ids):
-        scores = np.array(model.score(user_ids), dtype=np.float64)
-        scores[:, items] = -np.inf
-        return scores
-
-    return score
 
 
 def run_unit(

@@ -16,7 +16,7 @@ from scipy.stats import wilcoxon
 from .._memory import CACHE_BYTES, rows_per_block
 from .._threads import check_num_threads
 from ..ltr.trees import fit_lambdamart
-from ..metrics import evaluate_trusted
+from ..metrics import evaluate_trusted, ranked_last
 from ..split import sample_users
 from .stacking import base_scores, build_pool, user_blocks
 
@@ -152,15 +152,9 @@ class ValidationScores:
         return indptr, np.concatenate([items for _, items, _ in parts]), np.concatenate([phi for _, _, phi in parts])
 
     def _evaluate(self, score_fn, per_user=False):
-        never = self.model.excluded_items_
-
-        def ranked(ids):  # as the model ranks: the items that are never a label last
-            scores = np.array(score_fn(ids), dtype=np.float64)
-            scores[:, never] = -np.inf
-            return scores
-
+        never = self.model.excluded_items_  # ranked last, as the model ranks them
         result = evaluate_trusted(
-            ranked if never.size else score_fn,
+            ranked_last(score_fn, never) if never.size else score_fn,
             self.X,
             self.validation,
             None,
