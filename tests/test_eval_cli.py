@@ -18,6 +18,7 @@ from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, r
 from recsys_ltr.febr import dissertation as febr_dissertation
 from recsys_ltr.febr import model as febr_model
 from recsys_ltr.metrics import evaluate
+from recsys_ltr.models import EASE
 
 METRICS = ["ADG", "REC@10", "MAP", "NDCG", "ATOP"]
 
@@ -656,6 +657,15 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
     again = run_experiment(small, ["FEBR-tiny"], **kw)
     # cached with its bases (a skipped unit is not cached: it is retried)
     assert again.computed == [("nope-skipped", 0)] and again.results[-1].test == exp.results[-1].test
+
+
+def test_a_stacked_ease_base_takes_febrs_dense_cutoff_and_the_ease_row_keeps_its_own():
+    from recsys_ltr.febr.bases import DENSE_EASE_ITEMS
+
+    stacked = runner.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
+    (base,) = stacked.bases
+    assert base.get_params()["dense_max_items"] == DENSE_EASE_ITEMS and base.regularization == 5.0
+    assert runner.build(get_method("EASE"), {"regularization": 5.0}).dense_max_items == EASE().dense_max_items
 
 
 # ----------------------------------------------------------------------------- fixed split, novelty rows

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
-from ..febr.bases import AUTO_BASES
+from ..febr.bases import AUTO_BASES, DENSE_EASE_ITEMS
 from ..models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
@@ -40,6 +40,7 @@ class Method:
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
     keep_best: bool = True  # tuning holds the best model while fitting the next (False: refits it at the end)
     stack_on: tuple[str, ...] = ()  # base methods whose settings tuned on the fold become ``bases``
+    as_base: dict = field(default_factory=dict)  # parameters FEBR sets on it as a base (its own defaults')
 
     def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
         """Main hyper-parameter values tried under ``budget`` (``(None,)`` when there is none).
@@ -82,6 +83,7 @@ class Method:
             "fixed": self.fixed,
             "uses_validation": self.uses_validation,
             "stack_on": self.stack_on,
+            "as_base": self.as_base,
         }
 
 
@@ -298,6 +300,7 @@ METHODS: dict[str, Method] = {
             threaded=False,
             skip_on=(ImportError, MemoryError),
             keep_best=False,  # the dense item-item matrix dominates memory
+            as_base={"dense_max_items": DENSE_EASE_ITEMS},  # FEBR's EASE base is sparse above it, as in FEBR()
         ),
     )
 }
