@@ -2,8 +2,8 @@
 
 A model file is a ``.npz`` (zip) holding a JSON header and the fitted arrays, never pickles::
 
-    header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 2, "class": ...,
-                          "params": {...}, "state": {name: spec}}
+    header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 3, "class": ...,
+                          "params": {...}, "state": {name: spec}, "digests": {member: sha256}}
     <name>.npy            a dense fitted array            (spec {"type": "dense"})
     <name>.data/.indices/.indptr.npy
                           a CSR matrix, or an object of a kind registered by :func:`register_csr_kind`
@@ -15,7 +15,10 @@ header (shape and dtype, real numbers only) and with what deflate can produce fr
 size -- so a small hostile file cannot make :func:`read_estimator_file` allocate gigabytes, and an
 unexpected member is never read.  Every failure (corrupt zip, CRC error, truncated stream,
 unsupported compression, malformed header, foreign file) is a ``ValueError`` naming the file;
-a missing file is ``FileNotFoundError``.
+a missing file is ``FileNotFoundError``.  Each array's sha256 (of its dtype, shape and bytes) is in
+the header and checked as it is read, so arrays swapped or altered inside the zip are refused;
+this detects corruption and edits, it does not authenticate: whoever can write the file can
+recompute the digests (version 2 files, without digests, are still read).
 
 :func:`atomic_write` writes any file through a temporary file and ``os.replace``, so a reader
 never sees a half-written file (estimator files and the evaluation cache use it).
@@ -23,6 +26,7 @@ never sees a half-written file (estimator files and the evaluation cache use it)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -50,9 +54,13 @@ __all__ = [
 
 FORMAT = "recsys_ltr"
 #: Version of the layout; version 1 files (recsys_ltr < 0.2) are refused with a clear message.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+_READABLE_VERSIONS = (2, 3)  # version 2: no digests
 _HEADER_MAX_BYTES = 16 * 2**20
 _DEFLATE_MAX_RATIO = 1100  # deflate cannot expand data more than ~1032:1
+#: Largest magnitude a float of a model file may hold: fitted weights, factors and counts stay far
+#: below it, while a product of a few such values would overflow float64 (1e308).
+STATE_MAX_MAGNITUDE = 1e100
 _CSR_PARTS = ("data", "indices", "indptr")
 _READ_ERRORS = (
     zipfile.BadZipFile,
@@ -117,6 +125,7 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
         for part in _CSR_PARTS:
             arrays[f"{name}.{part}"] = getattr(value, part)
     header = {"format": FORMAT, "version": FORMAT_VERSION, "class": cls_name, "params": params, "state": specs}
+    header["digests"] = {name: _digest(np.asarray(value)) for name, value in arrays.items()}
     try:
         text = json.dumps(header)
     except TypeError as exc:
@@ -139,6 +148,8 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
     path = npz_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(path)
+    if not os.path.isfile(path):  # a device (/dev/zero) or a FIFO would be read without end
+        raise ValueError(f"{path} is not a regular file, so not a recsys_ltr model file")
     try:
         with zipfile.ZipFile(path) as zf:
             members = _members(zf, path)
@@ -149,7 +160,10 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
                 raise ValueError(f"{path}: members {extra} are not declared by the header, {missing} are missing")
             if check_header is not None:
                 check_header(header)
-            arrays = {name[:-4]: _read_member(zf, members[name], path) for name in sorted(expected - {"header.npy"})}
+            arrays = {
+                name[:-4]: _check_digest(header, name[:-4], _read_member(zf, members[name], path), path)
+                for name in sorted(expected - {"header.npy"})
+            }
     except ValueError as exc:
         raise ValueError(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
     except _READ_ERRORS as exc:
@@ -178,15 +192,30 @@ def _read_header(zf, members, path) -> dict:
         raise ValueError(f"{path}: malformed JSON header: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: header does not describe a recsys_ltr file")
-    if header.get("version") != FORMAT_VERSION:
+    if header.get("version") not in _READABLE_VERSIONS:
         raise ValueError(
-            f"{path}: unsupported format version {header.get('version')!r} (this recsys_ltr reads version "
-            f"{FORMAT_VERSION}; files of recsys_ltr < 0.2 must be refitted and saved again)"
+            f"{path}: unsupported format version {header.get('version')!r} (this recsys_ltr reads versions "
+            f"{list(_READABLE_VERSIONS)}; files of recsys_ltr < 0.2 must be refitted and saved again)"
         )
-    for key, kind in (("class", str), ("params", dict), ("state", dict)):
+    fields = [("class", str), ("params", dict), ("state", dict)] + [("digests", dict)] * (header["version"] >= 3)
+    for key, kind in fields:
         if not isinstance(header.get(key), kind):
             raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
     return header
+
+
+def _digest(array: np.ndarray) -> str:
+    """sha256 of an array's dtype, shape and bytes (C order)."""
+    h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    h.update(np.ascontiguousarray(array).data)
+    return h.hexdigest()
+
+
+def _check_digest(header, name, array, path) -> np.ndarray:
+    """``array`` (member ``name``) if it matches its digest in a version-3 ``header``."""
+    if header["version"] >= 3 and header["digests"].get(name) != _digest(array):
+        raise ValueError(f"{path}: array {name} does not match its digest in the header (altered or swapped)")
+    return array
 
 
 def _expected_members(header, path) -> set[str]:
@@ -236,19 +265,33 @@ def _assemble(specs, arrays, path) -> dict:
     state = {}
     for name, spec in specs.items():
         if spec["type"] == "dense":
-            value = arrays[name]
-            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-                raise ValueError(f"{path}: {name} holds NaN or infinite values")
-            state[name] = value
+            state[name] = _checked_values(arrays[name], name, path)
             continue
         data, indices, indptr = (arrays[f"{name}.{part}"] for part in _CSR_PARTS)
         if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 or data.size != indices.size:
             raise ValueError(f"{path}: {name} is not a CSR matrix")
+        if indices.dtype.kind not in "iu" or indptr.dtype.kind not in "iu":
+            raise ValueError(f"{path}: {name} has {indices.dtype} indices / {indptr.dtype} indptr, not integers")
+        _checked_values(data, name, path)
         try:
             state[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(spec["shape"]))
         except ValueError as exc:
             raise ValueError(f"{path}: {name} is a malformed CSR matrix: {exc}") from None
     return state
+
+
+def _checked_values(value, name, path):
+    """``value`` after checking its floats are finite and at most :data:`STATE_MAX_MAGNITUDE` in
+    magnitude: no fitted state comes near it, and a larger one overflows the first product."""
+    if value.dtype.kind == "f" and value.size:
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{path}: {name} holds NaN or infinite values")
+        if np.abs(value).max() > STATE_MAX_MAGNITUDE:
+            raise ValueError(
+                f"{path}: {name} holds values of magnitude {np.abs(value).max():.3g} (at most "
+                f"{STATE_MAX_MAGNITUDE:.0e} in a fitted model): a corrupt or tampered file"
+            )
+    return value
 
 
 # ----------------------------------------------------------------------------------- estimators

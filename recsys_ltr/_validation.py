@@ -349,12 +349,12 @@ def check_same_shape(A: sp.spmatrix, B: sp.spmatrix, name_a: str, name_b: str) -
 
 
 # ----------------------------------------------------------------------------- ids and scores
-def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
+def check_ids(ids, n: int, name: str = "user_ids", hint: str = "") -> np.ndarray:
     """Return ``ids`` as a 1-D int64 array, checking every id lies in ``[0, n)``.
 
-    A scalar becomes a length-1 array; floats with integral values are accepted.  Raises
-    ``TypeError`` for non-integer ids and ``ValueError`` for ids out of range (checked before any
-    cast, so a huge or unsigned id is reported as given) or nested sequences.
+    A scalar becomes a length-1 array.  Ids are integers: a float (``3.0`` as much as ``3.5``) or a
+    bool raises ``TypeError``, an id out of range ``ValueError`` (checked before any cast, so a huge
+    or unsigned id is reported as given, followed by ``hint``), nested sequences ``ValueError``.
     """
     try:
         arr = np.asarray(ids)
@@ -364,17 +364,15 @@ def check_ids(ids, n: int, name: str = "user_ids") -> np.ndarray:
         arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {arr.shape}")
-    if arr.dtype == object:  # Python ints beyond the 64-bit range, maybe mixed with integral floats
-        values = [_integral(v) for v in arr]
-        if any(v is None for v in values):
-            raise TypeError(f"{name} must be integers, got {arr[[v is None for v in values]][:5].tolist()}")
-        arr = np.array(values, dtype=object)
+    if arr.dtype == object:  # Python ints beyond the 64-bit range
+        wrong = [not isinstance(v, numbers.Integral) or isinstance(v, (bool, np.bool_)) for v in arr]
+        if any(wrong):
+            raise TypeError(f"{name} must be integers, got {arr[wrong][:5].tolist()}")
     elif arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-            raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}: {arr[:5].tolist()}")
     out = (arr < 0) | (arr >= n)
     if np.any(out):
-        raise ValueError(f"{name} out of range [0, {n}): {arr[out][:5].tolist()}")
+        raise ValueError(f"{name} out of range [0, {n}): {arr[out][:5].tolist()}{hint}")
     return arr.astype(np.int64)
 
 
@@ -391,17 +389,6 @@ def check_item_selection(filter_ids, only_ids, n: int, what: str = "items") -> n
     if filter_ids is not None:
         excluded[check_ids(filter_ids, n, f"filter_{what}")] = True
     return excluded
-
-
-def _integral(v) -> int | None:
-    """The int an id stands for (an integer, or a finite float with an integral value), else None."""
-    if isinstance(v, (bool, np.bool_)):
-        return None
-    if isinstance(v, numbers.Integral):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and np.isfinite(v) and v == int(v):
-        return int(v)
-    return None
 
 
 def check_scores(scores, shape: tuple[int, int], name: str = "scores") -> np.ndarray:

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted
 
 from recsys_ltr import _ranking
 from recsys_ltr._memory import TASK_BYTES, rows_per_block
@@ -215,6 +216,8 @@ def evaluate(
 
     Raises
     ------
+    sklearn.exceptions.NotFittedError
+        For a model that is not fitted.
     ValueError
         On shape mismatches, overlapping test/train or test/exclude, an unknown metric, ``k``
         larger than the catalogue, users out of range, no user with a test item to evaluate,
@@ -544,6 +547,8 @@ def _tiebreak(popularity: np.ndarray) -> np.ndarray:
 
 
 def _score_function(model_or_score_fn):
+    if hasattr(model_or_score_fn, "__sklearn_is_fitted__"):  # an estimator: NotFittedError before any scoring
+        check_is_fitted(model_or_score_fn)
     score = getattr(model_or_score_fn, "score", None)
     if callable(score):
         return score

@@ -1,11 +1,14 @@
 """Brute-force references shared by the neighbourhood tests (written for clarity, not speed), and a
 model-file editor shared by the save/load tests."""
 
+import json
 import os
 import signal
 
 import numpy as np
 import scipy.sparse as sp
+
+from recsys_ltr._io import _digest
 
 
 def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
@@ -156,5 +159,20 @@ def rewrite_header(src, dst, old, new):
     with np.load(src) as f:
         arrays = {k: f[k] for k in f.files}
     arrays["header"] = np.array(str(arrays["header"]).replace(old, new))
+    np.savez(dst, **arrays)
+    return dst
+
+
+def resave(dst, **arrays):
+    """``np.savez`` of a model file's members after an edit, with the header's digests recomputed:
+    the edit is then what the loader's own checks must catch (a tool that rewrites files
+    consistently, or a forgery: the digests detect corruption, they do not authenticate)."""
+    try:
+        header = json.loads(str(arrays["header"]))
+    except (KeyError, ValueError):  # no header or a broken one: nothing to recompute
+        header = None
+    if isinstance(header, dict) and isinstance(header.get("digests"), dict):
+        header["digests"] = {k: _digest(np.asarray(v)) for k, v in arrays.items() if k != "header"}
+        arrays = {**arrays, "header": np.array(json.dumps(header))}
     np.savez(dst, **arrays)
     return dst

@@ -211,6 +211,24 @@ def test_usable_as_febr_affinity():
         assert np.corrcoef(S[u], item_p[u])[0, 1] > 0.999 or np.ptp(item_p[u]) == 0
 
 
+def test_a_clone_keeps_the_fitted_content_affinity_so_febr_can_stack_it():
+    """FEBR clones its bases: the clone dropped the ContentAffinity's fit ("has no affinity_")."""
+    from sklearn.base import clone
+
+    from recsys_ltr.febr import FEBR
+    from recsys_ltr.models import ItemKNN
+
+    F = small_content(6, 20, 4, zero_rows=0)
+    X = sp.csr_matrix(feedback(6, 40, 20, cold=()))
+    content = ContentAffinity(k=5).fit(F)
+    base = ContentItemKNN(affinity=content, k=5)
+    twin = clone(base)
+    assert twin.affinity is content and twin is not base and not hasattr(twin, "item_affinity_")
+    np.testing.assert_array_equal(twin.fit(X).score(np.arange(5)), base.fit(X).score(np.arange(5)))
+    febr = FEBR(bases=[base, ItemKNN(k=5)], candidates=10, max_iter=200, eval_every=100, random_state=0).fit(X)
+    assert febr.recommend(0, N=3)[0].size == 3
+
+
 # ----------------------------------------------------------------------------- bad inputs
 def test_bad_content_and_parameters():
     F = small_content(0, 10, 3)

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import random_feedback
+from _helpers import random_feedback, resave
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
@@ -221,7 +221,7 @@ def _edit(path, out, header=None, **arrays):
     head = json.loads(str(data["header"]))
     head.update(header or {})
     data.update(header=np.array(json.dumps(head)), **arrays)
-    np.savez(out, **data)
+    resave(out, **data)
     return out
 
 

@@ -283,7 +283,12 @@ def test_download_failure_offline_and_manual_sets(fake_registry, monkeypatch):
     _serve(monkeypatch, _FakeWeb({"https://example.org/toy.zip": b"not a zip"}))
     with pytest.raises(OSError, match="toy.zip: File is not a zip file"):
         download("toy")
-    assert not (tmp / "cache" / "toy" / "a.txt").exists()
+    assert not (tmp / "cache" / "toy").exists()  # a failed download leaves no folder behind
+    (tmp / "cache" / "toy").mkdir(parents=True)
+    (tmp / "cache" / "toy" / "mine.txt").write_text("kept")
+    with pytest.raises(OSError, match="toy.zip: File is not a zip file"):
+        download("toy")
+    assert (tmp / "cache" / "toy" / "mine.txt").read_text() == "kept"  # a folder it did not create stays
     with pytest.raises(RuntimeError, match="accept the agreement"):
         download("manual-set")
 

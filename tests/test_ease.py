@@ -145,6 +145,48 @@ def test_sparse_is_exact_on_dense_blocks_within_k():
     assert model.factor_.nnz == sum(s * (s + 1) // 2 for s in (4, 6, 3, 5))  # no weight across blocks
 
 
+def exactness_condition(G, rank, k):
+    """The documented condition, by brute force: for every item i, the items before i that reach i
+    through items before i all co-occur with i, and there are at most k of them."""
+    n = G.shape[0]
+    for i in range(n):
+        allowed = [j for j in range(n) if rank[j] <= rank[i]]
+        reach, todo = {i}, [i]
+        while todo:
+            a = todo.pop()
+            for b in allowed:
+                if b not in reach and G[a, b] != 0:
+                    reach.add(b)
+                    todo.append(b)
+        earlier = reach - {i}
+        if len(earlier) > k or any(G[i, j] == 0 for j in earlier):
+            return False
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_items=st.integers(2, 14), k=st.integers(1, 6), density=st.floats(0.05, 0.4))
+def test_sparse_is_exact_exactly_under_the_documented_condition(seed, n_items, k, density):
+    rng = np.random.default_rng(seed)
+    D = (rng.random((12, n_items)) < density).astype(float)
+    D[0, 0] = 1  # not empty
+    G = D.T @ D
+    model = EASE(regularization=1.5, solver="sparse", k=k).fit(D)
+    error = np.abs(sparse_weights(model) - brute_ease(D, 1.5)).max()
+    assert (error < 1e-9) == exactness_condition(G, elimination_order(np.diag(G) + 1.5), k), error
+
+
+def test_few_co_occurrences_per_item_do_not_make_it_exact():
+    """A chain 0-1, 1-2, ..., 38-39: every item co-occurs with at most 2 others (< k = 5), yet the
+    exact inverse is dense (the old docs read as exact here)."""
+    D = np.zeros((39, 40))
+    D[np.arange(39), np.arange(39)] = D[np.arange(39), np.arange(1, 40)] = 1
+    model = EASE(regularization=1.0, solver="sparse", k=5).fit(D)
+    B = brute_ease(D, 1.0)
+    assert np.abs(sparse_weights(model) - B).max() > 0.01 * np.ptp(B)
+    assert not exactness_condition(D.T @ D, elimination_order(np.diag(D.T @ D) + 1.0), 5)
+
+
 def test_sparse_pattern_and_convergence_to_the_dense_solve():
     D = random_matrix(4, n_users=80, n_items=40, density=0.15)
     G = D.T @ D
@@ -304,7 +346,7 @@ def test_new_user_scored_without_refit():
     D = random_matrix(3)
     for solver in ("dense", "sparse"):
         model = EASE(regularization=10.0, solver=solver, k=3).fit(D)
-        ids_new, scores_new = model.recommend(1000, user_items=sp.csr_matrix(D[[4]]), N=5)
+        ids_new, scores_new = model.recommend(1000, user_items=sp.csr_matrix(D[[4]]), N=5, recalculate_user=True)
         ids_old, scores_old = model.recommend(4, N=5)
         assert ids_new.tolist() == ids_old.tolist()
         np.testing.assert_allclose(scores_new, scores_old)

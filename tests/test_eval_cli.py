@@ -280,6 +280,22 @@ def test_edited_cache_entries_are_recomputed_not_reported(small, tmp_path, capsy
     assert "ignoring cache file" in capsys.readouterr().err
 
 
+def test_a_consistent_forgery_is_read_as_documented(small, tmp_path):
+    """The digest guards integrity, not authenticity (README): a forger who edits the per-user values,
+    the means and the digest together is believed.  Pinned so that the docs stay true."""
+    kw = dict(folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
+    run_experiment(small, ["popularity"], **kw)
+    path = UnitCache(tmp_path, **_settings(small)).path("popularity", 0)
+    payload = json.loads(path.read_text())
+    result = payload["result"]
+    result["per_user"] = {m: [1.0] * len(v) for m, v in result["per_user"].items()}
+    result["test"] = dict.fromkeys(result["per_user"], 1.0)
+    payload["sha256"] = runner._digest(payload["key"], result)
+    path.write_text(json.dumps(payload))
+    again = run_experiment(small, ["popularity"], **kw)
+    assert again.computed == [] and again.results[0].test["ADG"] == 1.0
+
+
 def test_cache_is_tied_to_the_code(small, tmp_path, monkeypatch):
     kw = dict(folds=1, cache_dir=tmp_path, dataset="small", show_progress=False)
     run_experiment(small, ["popularity"], **kw)
@@ -659,13 +675,14 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
     assert again.computed == [("nope-skipped", 0)] and again.results[-1].test == exp.results[-1].test
 
 
-def test_a_stacked_ease_base_takes_febrs_dense_cutoff_and_the_ease_row_keeps_its_own():
+def test_the_ease_row_and_febrs_ease_base_solve_as_febr_does():
+    """One EASE in the table: the row and FEBR-stack's base both take FEBR()'s dense cutoff."""
     from recsys_ltr.febr.bases import DENSE_EASE_ITEMS
 
     stacked = runner.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
     (base,) = stacked.bases
-    assert base.get_params()["dense_max_items"] == DENSE_EASE_ITEMS and base.regularization == 5.0
-    assert runner.build(get_method("EASE"), {"regularization": 5.0}).dense_max_items == EASE().dense_max_items
+    row = runner.build(get_method("EASE"), {"regularization": 5.0})
+    assert base.get_params() == row.get_params() and row.dense_max_items == DENSE_EASE_ITEMS < EASE().dense_max_items
 
 
 # ----------------------------------------------------------------------------- fixed split, novelty rows

@@ -366,6 +366,8 @@ def test_bad_trees_are_refused(change, match):
         (dict(candidates=0), ValueError, "candidates must be"),
         (dict(label_exclude_top=80), ValueError, "leaves no item"),
         (dict(lambdamart_params=[("a", 1)]), TypeError, "lambdamart_params"),
+        (dict(lambdamart_params={"num_leave": 7}), ValueError, "not LightGBM parameters: 'num_leave' .*'num_leaves'"),
+        (dict(lambdamart_params={"bogus": 1}), ValueError, "not LightGBM parameters: 'bogus'"),
         (dict(refit=1), TypeError, "refit must be a bool"),
     ],
 )
@@ -538,3 +540,19 @@ def test_items_never_a_label_are_no_ones_candidate():
     model = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], label_exclude_top=5).fit(X)
     _, items, _ = model.head_features(np.arange(X.shape[0]))
     assert items.size and not np.isin(items, model.excluded_items_).any()
+
+
+@pytest.mark.parametrize("scorer", ["linear", "lambdamart"])
+def test_no_usable_label_is_said_before_training(scorer):
+    """Was the sampler's "no query has a relevant item, an irrelevant item and beta_q >= 1"."""
+    if scorer == "lambdamart":
+        pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((rng.random((40, 25)) < 0.3).astype(float))
+    X = X[np.diff(X.indptr) > 0]
+    kw = dict(bases=[ItemKNN(k=5), Popularity()], scorer=scorer, max_iter=200, eval_every=100, random_state=0)
+    with pytest.raises(ValueError, match=r"no user has a held-out label among the bases' top candidates=10 .*"):
+        FEBR(candidates=10, label_exclude_top=20, **kw).fit(X)
+    sparse = sp.csr_matrix((rng.random((40, 25)) < 0.05).astype(float))
+    with pytest.raises(ValueError, match="no label positive: .* outside the label_exclude_top=20 most popular"):
+        FEBR(candidates=10, label_exclude_top=20, **kw).fit(sparse[np.diff(sparse.indptr) > 0])

@@ -415,3 +415,16 @@ def test_load_validates_parameters(tmp_path):
     bad = rewrite_header(tmp_path / "m.npz", tmp_path / "bad.npz", '"n_components": 2', '"n_components": 9')
     with pytest.raises(ValueError, match="n_components must be <= 5"):
         FRML.load(bad)
+
+
+def test_default_step_backtracks_instead_of_diverging():
+    """scikit-learn's sparse check data (40 x 3, 80% zeros, 4 classes): at the default step the
+    factor lost rank after a few hundred steps (FloatingPointError); the step is now halved when a
+    step would do that, and the fit ends finite with the smaller step recorded."""
+    rng = np.random.RandomState(0)
+    X = rng.uniform(size=(40, 3))
+    X[X < 0.8] = 0
+    y = (4 * rng.uniform(size=40)).astype(int)
+    model = FRML(max_iter=1000, random_state=0, num_threads=1).fit(sp.csr_matrix(X), y)
+    assert np.all(np.isfinite(model.components_)) and np.linalg.matrix_rank(model.components_) == 3
+    assert model.learning_rate_ < model.learning_rate == 0.5

@@ -459,11 +459,16 @@ def test_weights_and_ids_messages_name_what_they_hold():
         Interactions.from_sparse(sp.csr_matrix(np.array([[1.0, -1.0]])))
 
 
-def test_ids_mixing_floats_and_huge_ints_are_out_of_range():
+def test_ids_are_integers_only():
     from recsys_ltr._validation import check_ids
 
-    with pytest.raises(ValueError, match="out of range"):  # was "must be integers, got dtype object"
+    with pytest.raises(TypeError, match="must be integers"):  # integral floats were accepted
         check_ids((9, np.float32(1.0), 2**64), 10)
+    for floats in (3.0, [1.0, 2.0], np.array([0.0])):
+        with pytest.raises(TypeError, match="must be integers"):
+            check_ids(floats, 10)
+    with pytest.raises(ValueError, match="out of range"):
+        check_ids((9, 2**64), 10)
     with pytest.raises(TypeError, match="must be integers"):
         check_ids(np.array([1, 0.5, 2**64], dtype=object), 10)
 

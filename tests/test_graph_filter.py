@@ -61,7 +61,7 @@ def test_new_users_similar_items_and_files(tmp_path):
     X = feedback(1)
     model = GFCF(factors=4, random_state=0).fit(X)
     rows = X[[4, 7]]
-    ids, _ = model.recommend(np.array([100, 101]), user_items=rows, N=5)  # item-based: new users fold in
+    ids, _ = model.recommend(np.array([100, 101]), user_items=rows, N=5, recalculate_user=True)  # new users fold in
     np.testing.assert_array_equal(ids, model.recommend(np.array([4, 7]), N=5)[0])
     full = dense_filter(X, model, 0.3)
     sim, _ = model.similar_items(3, N=4)

@@ -1,13 +1,22 @@
 """The persistence layer: round trips, and every malformed, corrupt or hostile file is a ValueError."""
 
 import json
+import os
 import zipfile
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recsys_ltr._io import FORMAT, FORMAT_VERSION, atomic_write, npz_path, read_estimator_file, write_estimator_file
+from recsys_ltr._io import (
+    FORMAT,
+    FORMAT_VERSION,
+    _digest,
+    atomic_write,
+    npz_path,
+    read_estimator_file,
+    write_estimator_file,
+)
 from recsys_ltr.neighbors import Affinity
 
 
@@ -16,9 +25,12 @@ def _header(**state):
 
 
 def _write(path, header, compression=zipfile.ZIP_STORED, **arrays):
-    """A zip laid out like np.savez, with any header and members (some may be bogus)."""
+    """A zip laid out like np.savez, with any header and members (some may be bogus); a header
+    dict without digests gets the arrays' own."""
     import io
 
+    if isinstance(header, dict) and header.get("version") == FORMAT_VERSION and "digests" not in header:
+        header = {**header, "digests": {name: _digest(np.asarray(v)) for name, v in arrays.items()}}
     with zipfile.ZipFile(path, "w", compression=compression) as zf:
         for name, value in {
             "header": np.array(json.dumps(header) if isinstance(header, dict) else header),
@@ -144,6 +156,22 @@ def test_nonfinite_dense_state_is_refused(tmp_path):
         read_estimator_file(path)
 
 
+def test_huge_or_nonfinite_values_and_float_indices_are_refused(tmp_path):
+    """An EASE file whose B_ held 1e308 loaded and scored inf; float CSR indices were truncated."""
+    csr = {"type": "csr", "shape": [2, 2]}
+    cases = {
+        "dense": (dict(a={"type": "dense"}), dict(a=np.array([1.0, -1e308])), r"magnitude 1e\+308"),
+        "csr data": (dict(m=csr), {"m.data": [1e200], "m.indices": [0], "m.indptr": [0, 1, 1]}, "magnitude"),
+        "csr inf": (dict(m=csr), {"m.data": [np.inf], "m.indices": [0], "m.indptr": [0, 1, 1]}, "infinite"),
+        "float indices": (dict(m=csr), {"m.data": [1.0], "m.indices": [1.7], "m.indptr": [0, 1, 1]}, "not integers"),
+    }
+    for name, (state, arrays, match) in cases.items():
+        with pytest.raises(ValueError, match=match):
+            read_estimator_file(_write(tmp_path / f"{name}.npz", _header(**state), **arrays))
+    fine = _write(tmp_path / "fine.npz", _header(a={"type": "dense"}), a=np.array([1e99, -3.0]))
+    assert read_estimator_file(fine)[1]["a"][0] == 1e99
+
+
 def test_corrupt_compressed_stream_is_a_value_error(tmp_path):
     path = tmp_path / "z.npz"
     _write(path, _header(a={"type": "dense"}), compression=zipfile.ZIP_DEFLATED, a=np.arange(50_000.0))
@@ -186,3 +214,35 @@ def test_truncated_and_foreign_files(tmp_path):
         read_estimator_file(tmp_path / "missing.npz")
     with pytest.raises(ValueError, match="JSON-serialisable"):
         write_estimator_file(tmp_path / "x", "C", {"rng": np.random.default_rng(0)}, {})
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "dir"])
+def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path, device):
+    """Recommender.load("/dev/zero") read until memory ran out (18-32 s), then an empty MemoryError."""
+    path = str(tmp_path) if device == "dir" else device
+    if not os.path.exists(path):
+        pytest.skip(f"{device} does not exist here")
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_estimator_file(path)
+
+
+def test_swapped_or_altered_arrays_are_refused_by_their_digests(tmp_path):
+    """Two same-shape arrays swapped inside the zip loaded and predicted differently."""
+    path = write_estimator_file(tmp_path / "m", "C", {"k": 3}, {"a_": np.arange(4.0), "b_": np.ones(4)})
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    members["a_.npy"], members["b_.npy"] = members["b_.npy"], members["a_.npy"]
+    with zipfile.ZipFile(tmp_path / "swapped.npz", "w") as zf:
+        for name, raw in members.items():
+            zf.writestr(name, raw)
+    with pytest.raises(ValueError, match="array a_ does not match its digest"):
+        read_estimator_file(tmp_path / "swapped.npz")
+    header = json.loads(str(np.load(path)["header"]))
+    assert header["version"] == 3 and set(header["digests"]) == {"a_", "b_"}
+    legacy = {**header, "version": 2}
+    del legacy["digests"]  # a version-2 file (no digests) is still read
+    _write(tmp_path / "v2.npz", legacy, a_=np.arange(4.0), b_=np.ones(4))
+    np.testing.assert_array_equal(read_estimator_file(tmp_path / "v2.npz")[1]["a_"], np.arange(4.0))
+    _write(tmp_path / "v3.npz", {**legacy, "version": 3, "digests": None}, a_=np.arange(4.0), b_=np.ones(4))
+    with pytest.raises(ValueError, match="'digests' is missing"):
+        read_estimator_file(tmp_path / "v3.npz")

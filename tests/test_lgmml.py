@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import resave
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
@@ -233,7 +234,7 @@ def _rewrite(tmp_path, est, params=None, **arrays):
     header = json.loads(str(data["header"]))
     header["params"].update(params or {})
     data.update(header=np.array(json.dumps(header)), **arrays)
-    np.savez(tmp_path / "edited.npz", **data)
+    resave(tmp_path / "edited.npz", **data)
     return tmp_path / "edited.npz"
 
 
@@ -275,3 +276,5 @@ def test_local_weights_rho_and_zero_scatter_errors():
         est.local_weights(X, rho=True)
     with pytest.raises(ValueError, match="zero scatter"):
         LGMML(n_metrics=1).fit(np.ones((4, 2)), [1, 0, 1, 0], [0, 0, 1, 1])
+    with pytest.raises(ValueError, match=r"GMML solve overflows with regularization=1e\+300 .* lower regularization"):
+        LGMML(n_metrics=1, regularization=1e300, iterations=0).fit(X, y, qid)  # was LinAlgError from eigh

@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from _helpers import resave
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
@@ -379,10 +380,10 @@ def test_save_load_roundtrip_and_malformed_files(cls, tmp_path):
     np.testing.assert_array_equal(back.predict(X, qid), est.predict(X, qid))
     data = dict(np.load(tmp_path / "m.npz"))
     bad = dict(data, coef_=np.zeros(data["coef_"].shape[:-1] + (3,)))
-    np.savez(tmp_path / "bad.npz", **bad)
+    resave(tmp_path / "bad.npz", **bad)
     with pytest.raises(ValueError, match="inconsistent shapes"):
         cls.load(tmp_path / "bad.npz")
-    np.savez(tmp_path / "neg.npz", **dict(data, feature_scale_=-data["feature_scale_"]))
+    resave(tmp_path / "neg.npz", **dict(data, feature_scale_=-data["feature_scale_"]))
     with pytest.raises(ValueError, match="feature_scale_ must be > 0"):
         cls.load(tmp_path / "neg.npz")
     with pytest.raises(NotFittedError):
@@ -394,9 +395,26 @@ def test_rpcmtl_load_checks_its_arrays(tmp_path):
     est = RPCMTL(n_clusters=3, iterations=1, random_state=0).fit(X, y, qid)
     est.save(tmp_path / "m.npz")
     data = dict(np.load(tmp_path / "m.npz"))
-    np.savez(tmp_path / "t.npz", **dict(data, odr_thresholds_=data["odr_thresholds_"][::-1].copy()))
+    resave(tmp_path / "t.npz", **dict(data, odr_thresholds_=data["odr_thresholds_"][::-1].copy()))
     with pytest.raises(ValueError, match="increasing"):
         RPCMTL.load(tmp_path / "t.npz")
-    np.savez(tmp_path / "m2.npz", **dict(data, metric_=np.eye(2)))
+    resave(tmp_path / "m2.npz", **dict(data, metric_=np.eye(2)))
     with pytest.raises(ValueError, match="do not fit"):
         RPCMTL.load(tmp_path / "m2.npz")
+
+
+@pytest.mark.parametrize(
+    "est, named",
+    [
+        (ListMLE(regularization=1e300, iterations=3, random_state=0), "regularization=1e\\+300"),
+        (ListNet(regularization=1e300, iterations=3, random_state=0), "regularization=1e\\+300"),
+        (RPCMTL(mtl_regularization=1e300, iterations=3, random_state=0), "mtl_regularization=1e\\+300"),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, str) else "",
+)
+def test_divergence_is_an_error_not_nan_weights(est, named):
+    """ListMLE(alpha=1e300) returned NaN coef_ and all-NaN predictions without a word."""
+    rng = np.random.default_rng(0)
+    X, y, qid = rng.normal(size=(60, 4)), rng.integers(0, 3, 60), np.repeat(np.arange(6), 10)
+    with pytest.raises(FloatingPointError, match=f"diverged in epoch 1 .*{named}"):
+        est.fit(X, y, qid)

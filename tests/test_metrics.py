@@ -419,3 +419,14 @@ def test_at_k_metrics_equal_implicits_ranking_metrics_at_k():
     )  # fmt: skip
     assert ours["NDCG@10"] == pytest.approx(theirs["ndcg"], abs=1e-12)
     assert ours["MAP@10"] == pytest.approx(theirs["map"], abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["ALS", "ItemKNN", "EASE"])
+def test_an_unfitted_model_is_not_fitted_error(name):
+    from sklearn.exceptions import NotFittedError
+
+    from recsys_ltr import models
+
+    train = sp.csr_matrix(np.eye(4))
+    with pytest.raises(NotFittedError, match="not fitted"):
+        evaluate(getattr(models, name)(), train, sp.csr_matrix(np.roll(np.eye(4), 1, axis=1)))

@@ -1,6 +1,7 @@
 """Recommenders: brute-force predictors, Theorem 4.4, recommend/similar_items, persistence."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -12,13 +13,14 @@ from _helpers import (
     brute_top_n,
     kunn_item_affinity_literal,
     random_feedback,
+    resave,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from recsys_ltr.models import KUNN, SLIM, ItemKNN, Popularity, Recommender, RP3beta, UserKNN
+from recsys_ltr.models import ALS, EASE, KUNN, SLIM, ItemKNN, Popularity, Recommender, RP3beta, UserKNN
 from recsys_ltr.neighbors.slim import slim_weights
 
 pytestmark = pytest.mark.kernels
@@ -157,12 +159,29 @@ def test_item_based_models_score_new_users_without_refit(model):
     D = feedback(6)
     model = clone(model).fit(D)
     rows = sp.csr_matrix(D[[3, 5]])
-    new_ids = np.array([D.shape[0], D.shape[0] + 7])  # unknown users
-    ids, vals = model.recommend(new_ids, rows, N=4)
+    new_ids = np.array([D.shape[0], D.shape[0] + 7])  # unknown users, declared as such
+    ids, vals = model.recommend(new_ids, rows, N=4, recalculate_user=True)
     ref_ids, ref_vals = model.recommend(np.array([3, 5]), N=4)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_array_equal(vals, ref_vals)
     assert model.item_based
+
+
+@pytest.mark.parametrize("model", ALL_MODELS + [EASE(), ALS(factors=3, random_state=0)], ids=repr)
+def test_a_user_id_has_one_meaning_in_every_model(model):
+    """An id >= n_users is a new user only when declared (recalculate_user=True), in every model:
+    otherwise it is an error that says how to fold a user in, never someone else's list."""
+    D = feedback(6)
+    model = clone(model).fit(D)
+    for bad in (D.shape[0], 2000, 10**6):
+        with pytest.raises(ValueError, match=r"out of range .*recalculate_user=True"):
+            model.recommend(bad, sp.csr_matrix(D[:1]), N=4)
+        with pytest.raises(ValueError, match="out of range"):
+            model.recommend(bad, N=4)
+    for bad in (3.0, np.float64(3.0), [1.0, 2.0], True):  # ids are integers, 3.0 as much as 3.5
+        with pytest.raises(TypeError, match="userid must be integers"):
+            model.recommend(bad, N=4)
+    assert model.recommend(np.int32(3), N=4)[0].tolist() == model.recommend(3, N=4)[0].tolist()
 
 
 @pytest.mark.parametrize("model", [UserKNN(k=3), KUNN(k=3), KUNN(k=3, side="user")], ids=repr)
@@ -218,7 +237,7 @@ def test_load_rejects_malformed_files(tmp_path):
     good = dict(np.load(tmp_path / "m.npz"))
 
     def write(name, arrays):
-        np.savez(tmp_path / name, **arrays)
+        resave(tmp_path / name, **arrays)
         return tmp_path / name
 
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
@@ -251,7 +270,7 @@ def _edited(tmp_path, model, edit):
     header = json.loads(str(arrays["header"]))
     edit(header, arrays)
     arrays["header"] = np.array(json.dumps(header))
-    np.savez(tmp_path / "bad.npz", **arrays)
+    resave(tmp_path / "bad.npz", **arrays)
     return tmp_path / "bad.npz"
 
 
@@ -312,6 +331,18 @@ def test_similar_items():
         model.similar_items(8)
 
 
+def test_similar_items_says_when_the_neighbourhood_is_shorter_than_n():
+    D = feedback(14, 20, 8)
+    model = ItemKNN(k=2).fit(D)
+    with pytest.warns(UserWarning, match=r"ItemKNN.similar_items found fewer than N=5 items .* k=2 nearest"):
+        ids, _ = model.similar_items(0, N=5)
+    assert 0 < len(ids) <= 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as many as the neighbourhood holds: no warning
+        assert len(model.similar_items(0, N=len(ids))[0]) == len(ids)
+
+
+@pytest.mark.filterwarnings("ignore:.*found fewer than N")
 @pytest.mark.parametrize("model", ALL_MODELS, ids=repr)
 def test_similar_items_shapes_like_recommend(model):
     """Every model answers; arrays padded with -1/-inf to min(N, n_items - 1); never the item."""
@@ -330,6 +361,7 @@ def test_similar_items_shapes_like_recommend(model):
             np.testing.assert_array_equal(one_vals, vals[i][valid])
 
 
+@pytest.mark.filterwarnings("ignore:.*found fewer than N")
 def test_similar_items_of_user_based_models_and_popularity():
     D = feedback(15, 20, 8)
     pop = D.sum(axis=0)
@@ -451,6 +483,7 @@ def test_recommend_of_neighbourhood_models_ranks_the_sparse_product_like_brute_f
     st.integers(1, 12),
     st.sampled_from([None, "filter", "items"]),
 )
+@pytest.mark.filterwarnings("ignore:.*found fewer than N")
 def test_similar_items_of_sparse_affinities_rank_like_brute_force(seed, kind, N, restrict):
     rng = np.random.default_rng(seed)
     X = sp.csr_matrix(random_feedback(rng, 12, 9, density=0.3))

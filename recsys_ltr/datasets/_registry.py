@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 import zlib
@@ -260,7 +261,18 @@ def download(name: str, data_dir=None, verify: bool = True, show_progress=None) 
         )
     progress = progress_enabled(show_progress)
     target = (Path(data_dir).expanduser() if data_dir is not None else cache_dir()) / name
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download_into(target, name, info, verify, progress)
+    except BaseException:
+        if created:  # a failed download leaves no folder behind that looks like the data set
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def _download_into(target: Path, name: str, info: dict, verify: bool, progress: bool) -> Path:
+    """:func:`download`'s transfer of the files of ``target`` that are missing or invalid."""
     wanted = {f: sha for f, sha in info["files"].items() if not _valid(target / f, sha)}
     errors: list[str] = []
     for source in info["sources"]:

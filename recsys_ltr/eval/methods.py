@@ -40,7 +40,6 @@ class Method:
     skip_on: tuple[type, ...] = (ImportError,)  # errors meaning "cannot run here": skipped, not fatal
     keep_best: bool = True  # tuning holds the best model while fitting the next (False: refits it at the end)
     stack_on: tuple[str, ...] = ()  # base methods whose settings tuned on the fold become ``bases``
-    as_base: dict = field(default_factory=dict)  # parameters FEBR sets on it as a base (its own defaults')
 
     def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
         """Main hyper-parameter values tried under ``budget`` (``(None,)`` when there is none).
@@ -83,7 +82,6 @@ class Method:
             "fixed": self.fixed,
             "uses_validation": self.uses_validation,
             "stack_on": self.stack_on,
-            "as_base": self.as_base,
         }
 
 
@@ -293,14 +291,13 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "EASE",
-            _model(EASE),
+            _model(EASE, dense_max_items=DENSE_EASE_ITEMS),  # as FEBR() stacks it: the dense solve is n^3
             "regularization",
             _both((100.0, 500.0, 2000.0), _EASE_PAPER),
-            description="EASE (Steck 2019): closed form, or its sparse approximation on large catalogues",
+            description=f"EASE (Steck 2019): closed form up to {DENSE_EASE_ITEMS} items, its sparse approximation above",
             threaded=False,
             skip_on=(ImportError, MemoryError),
             keep_best=False,  # the dense item-item matrix dominates memory
-            as_base={"dense_max_items": DENSE_EASE_ITEMS},  # FEBR's EASE base is sparse above it, as in FEBR()
         ),
     )
 }

@@ -26,7 +26,7 @@ from sklearn.base import clone
 from .._progress import report_stage
 from .._threads import numba_threads
 from .._validation import check_ids, check_positive_int, check_real
-from ..ltr.trees import Trees, predict_trees
+from ..ltr.trees import Trees, check_lambdamart_params, predict_trees
 from ..models.base import Recommender
 from ..split import sample_users
 from ..warp import WarpSampler
@@ -211,6 +211,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         check_positive_int(self.candidates, "candidates")
         if self.lambdamart_params is not None and not isinstance(self.lambdamart_params, dict):
             raise TypeError(f"lambdamart_params must be a dict or None, got {type(self.lambdamart_params).__name__}")
+        check_lambdamart_params(self.lambdamart_params or {})
         if self.fallback_p is not None:
             check_real(self.fallback_p, "fallback_p", low=0.0, high=1.0)
 
@@ -250,11 +251,23 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
             stage,
             self.excluded_items_,
         )
+        self._check_trainable(pool)
         self.bases_ = fit_on(specs, names, settings, X, stage)
         self.base_names_ = names
         self.feature_names_ = feature_names(names)
         self._set_context(context_statistics(self.bases_, X, sample_users(X, STAT_USERS)))
         return pool
+
+    def _check_trainable(self, pool):
+        """Refuse, before any training, a pool where no user has a label and a non-label in its head."""
+        sizes = np.diff(pool.indptr)
+        labels = np.diff(np.concatenate(([0], np.cumsum(pool.label)))[pool.indptr])
+        if not np.any((labels > 0) & (labels < sizes)):
+            raise ValueError(
+                f"no user has a held-out label among the bases' top candidates={self.candidates} beside an item that "
+                f"is not one: nothing to train on (holdout={self.holdout}, label_exclude_top="
+                f"{self.label_exclude_top}); raise candidates, lower label_exclude_top or give users more positives"
+            )
 
     def _train_scorer(self, pool, X, validation, rng, bar):
         """``theta`` by OPT-ADG from the best base on validation (the tail base), then the trees."""

@@ -191,7 +191,12 @@ class OptADGRecommender(Recommender):
         else:
             parts = [holdout_trusted(X, float(self.holdout), 0.0, rng, eligible)[:2]]
         if parts[0][1].nnz == 0:
-            raise ValueError(f"holdout={self.holdout} leaves no label positive: users have too few interactions")
+            outside = f" outside the label_exclude_top={self.label_exclude_top} most popular items" * bool(
+                self.label_exclude_top
+            )
+            raise ValueError(
+                f"holdout={self.holdout} leaves no label positive: users have too few interactions{outside}"
+            )
         return parts
 
     # ------------------------------------------------------------------ the linear scorer

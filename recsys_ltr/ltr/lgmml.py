@@ -327,7 +327,16 @@ class LGMML(Persistable, QueryRanker):
                     f"local metric {r}: the sampled queries' documents all coincide (zero scatter); check the features"
                 )
             ridge = self.regularization * scale * np.eye(d)
-            L = gmml_components(S + ridge, D + ridge, float(self.t))
+            with np.errstate(all="ignore"):
+                try:
+                    L = gmml_components(S + ridge, D + ridge, float(self.t))
+                except np.linalg.LinAlgError:
+                    L = np.full((d, d), np.nan)
+            if not np.all(np.isfinite(L)):
+                raise ValueError(
+                    f"local metric {r}: the GMML solve overflows with regularization={self.regularization:g} "
+                    f"(scatter scale {scale:.3g}): lower regularization"
+                )
             self.metrics_[r] = L.T @ L
             self.transforms_[r] = self.metrics_[r] if self.distance == "eq12" else L
             with numba_threads(threads):

@@ -249,7 +249,8 @@ def fit_listwise(est, state, X, y, rows, offsets, task, n_tasks, loss_kind, lam)
     """Run ``est.iterations`` SGD epochs from ``W = 0`` drawing from row 0 of ``state`` (made by
     ``seed_state(est.random_state, n, salt=SGD_SALT)`` before any other draw, so that learners
     with the same seed draw the same numbers); sets ``est.loss_curve_`` (Eq. 10 after each epoch,
-    ties in row order) and returns the weights (n_tasks, d): the last or the averaged iterate."""
+    ties in row order) and returns the weights (n_tasks, d): the last or the averaged iterate.
+    Raises ``FloatingPointError`` when an epoch leaves the weights or the objective non-finite."""
     W = np.zeros((n_tasks, X.shape[1]))
     W_avg, n_steps = W.copy(), 0
     ranked = _ranked_stable(rows, offsets, y)
@@ -266,8 +267,17 @@ def fit_listwise(est, state, X, y, rows, offsets, task, n_tasks, loss_kind, lam)
             )
             curve.append(value)
             bar.update()
+            if not (np.isfinite(value) and np.all(np.isfinite(W))):
+                raise FloatingPointError(
+                    f"{type(est).__name__} diverged in epoch {len(curve)} (objective {value}, weights not all "
+                    f"finite): lower learning_rate={est.learning_rate:g} or {_penalties(est)}"
+                )
     est.loss_curve_ = np.array(curve)
     return W_avg if est.average else W
+
+
+def _penalties(est) -> str:
+    return " or ".join(f"{k}={v:g}" for k, v in est.get_params().items() if k.endswith("regularization"))
 
 
 # ----------------------------------------------------------------------------- feature scaling

@@ -11,6 +11,7 @@ Used by :class:`~recsys_ltr.ltr.LambdaMART` and by FEBR's re-ranker (:class:`~re
 
 from __future__ import annotations
 
+import difflib
 from typing import NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from numba import njit, prange
 
 from .._validation import check_positive_int
 
-__all__ = ["DEFAULTS", "Trees", "fit_lambdamart", "predict_trees"]
+__all__ = ["DEFAULTS", "Trees", "check_lambdamart_params", "fit_lambdamart", "predict_trees"]
 
 #: LightGBM settings under every LambdaMART fit (the ``params`` of :func:`fit_lambdamart` override them).
 DEFAULTS = {
@@ -140,6 +141,26 @@ def _flatten(booster) -> Trees:
     return Trees(as32(feature), np.asarray(threshold), as32(left), as32(right), np.asarray(value), as32(roots))
 
 
+def check_lambdamart_params(params, name="lambdamart_params") -> None:
+    """Refuse keys of ``params`` that are not LightGBM parameters (LightGBM itself only logs
+    "Unknown parameter" and trains without them), with the closest names.  Without LightGBM, or
+    with a LightGBM whose parameter table cannot be read, :func:`fit_lambdamart` is the check."""
+    try:
+        from lightgbm.basic import _ConfigAliases  # LightGBM's table of parameters and their aliases
+
+        table = _ConfigAliases._get_all_param_aliases()
+    except (ImportError, AttributeError):
+        return
+    known = set(table).union(*map(set, table.values()))
+    unknown = sorted(str(k) for k in params if k not in known)
+    if unknown:
+        hints = {k: difflib.get_close_matches(k, known, n=2) for k in unknown}
+        said = "; ".join(
+            f"{k!r} (did you mean {' or '.join(map(repr, h))}?)" if h else repr(k) for k, h in hints.items()
+        )
+        raise ValueError(f"{name}: not LightGBM parameters: {said}")
+
+
 def fit_lambdamart(train, valid, params, random_state, num_threads):
     """Train LightGBM's LambdaMART on ``train = (phi, label, group sizes)`` (rows grouped per user)
     with early stopping on ``valid`` (same form, or ``None``: all rounds); ``params`` override
@@ -150,6 +171,7 @@ def fit_lambdamart(train, valid, params, random_state, num_threads):
         raise ImportError(
             'LambdaMART needs LightGBM: pip install "recsys-ltr[lightgbm]" (or pip install lightgbm)'
         ) from exc
+    check_lambdamart_params(params or {})
     settings = {**DEFAULTS, **(params or {})}
     rounds = _ROUNDS
     for alias in _ROUND_ALIASES:  # LightGBM's names of the number of rounds

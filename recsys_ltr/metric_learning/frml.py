@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from numba import njit
 from sklearn.base import BaseEstimator
@@ -53,6 +54,7 @@ __all__ = ["FRML", "label_relevance"]
 
 _LOSS_KINDS = ("reciprocal", "pak", "uniform")
 _SCALE_PAIRS = 2000  # random pairs used to estimate the data scale
+_MAX_HALVINGS = 60  # backtracking halvings of the step size before giving up (2^-60 of it)
 _PARALLEL_BATCH = 32  # smaller minibatches are sampled on one thread (a parallel launch costs more)
 
 
@@ -167,7 +169,10 @@ class FRML(MahalanobisMixin, BaseEstimator):
     regularization : float
         Weight ``λ >= 0`` of ``Ω_L`` (Eq. 3.22); the dissertation fixes 0.1.
     learning_rate : float
-        Step size ``η`` (on the internally rescaled data, see the module docstring).
+        Initial step size ``η`` (on the internally rescaled data, see the module docstring).  A
+        step that would leave ``L`` rank deficient or not finite is retried with ``η`` halved,
+        and the smaller ``η`` is kept (backtracking; ``learning_rate_`` is the final one), so the
+        default converges on any data.
     batch_size : int
         Pairs ``(q, x+)`` per step, ``b`` (the dissertation uses 5); the step has rank <= 2b.
     max_iter : int
@@ -203,6 +208,8 @@ class FRML(MahalanobisMixin, BaseEstimator):
         Negative draws (distance evaluations beyond the positives) spent by the sampler.
     validation_scores_ : list of float
         Validation MAP at each evaluation (early stopping only).
+    learning_rate_ : float
+        The step size at the end of the fit (``learning_rate`` halved at each backtracking).
     fit_time_ : float
         Seconds spent in ``fit``.
     """
@@ -398,7 +405,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
                     (indptr, indices, data, L), _neg_sq_distance, b, require_violation=False, rows={0: "query"}
                 )
                 self.n_draws_ += int(batch.draws.sum())
-                L = _step(L, batch, Xs, eta, lam)
+                L, eta = _safe_step(L, batch, Xs, eta, lam)
                 bar.update()
                 if validation is not None and it % self.eval_every == 0:
                     Xv, Rv = validation
@@ -411,6 +418,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
                         stale += 1
                         if stale >= self.n_iter_no_change:
                             break
+        self.learning_rate_ = eta
         if not self.validation_scores_:
             return L, self.max_iter
         return best_L, best_iter
@@ -487,6 +495,27 @@ def _step(L, batch, Xs, eta, lam) -> np.ndarray:
         return L
     V = _row_differences(Xs.indptr, Xs.indices, Xs.data, rows_a[keep], rows_b[keep], Xs.shape[1])
     return np.ascontiguousarray(symmetric_gradient_update(L, V * c[keep], V))
+
+
+def _safe_step(L, batch, Xs, eta, lam) -> tuple[np.ndarray, float]:
+    """:func:`_step` with backtracking: ``(L', η')``, ``η`` halved until ``L'`` is finite and of full
+    column rank (Alg. 3.3's retraction needs ``L'ᵀL'`` positive definite at the next step)."""
+    for _ in range(_MAX_HALVINGS):
+        new = _step(L, batch, Xs, eta, lam)
+        if _full_rank(new):
+            return new, eta
+        eta /= 2.0
+    raise FloatingPointError(f"FRML's step stays rank deficient with learning_rate {eta * 2:.3g} (the data?)")
+
+
+def _full_rank(L) -> bool:
+    if not np.all(np.isfinite(L)):
+        return False
+    try:
+        scipy.linalg.cho_factor(L.T @ L, check_finite=False)
+    except np.linalg.LinAlgError:
+        return False
+    return True
 
 
 def _data_scale(X, rng) -> float:

@@ -383,7 +383,13 @@ class RMLR(MLR):
     Parameters
     ----------
     regularization : float
-        ``λ > 0`` (use :class:`MLR` for ``λ = 0``); the chapter tunes it over 0.001 .. 1.
+        ``λ > 0`` (use :class:`MLR` for ``λ = 0``); the chapter tunes it over 0.001 .. 1.  The
+        default 3 switches noise off without tuning: on iris, wine, breast cancer and digits
+        padded with 32-256 correlated noise dimensions (sec. 2.4.1, the data of
+        ``benchmarks/bench_mlr.py``, 3 splits, ``C=1``) it leaves at most 10% of ``||W||_2,1`` on
+        the noise rows in 14 of the 16 settings (wine + 128 / 256: 20% / 31%) where ``λ = 0.1``
+        left 14-91%, and its 3-NN test accuracy is higher than ``λ = 0.1``'s in 14 of 16 (within
+        .01 in the other two); ``λ = 10`` already empties ``W`` on iris and digits.
     penalty : {"l21", "l1"}"""
         + _COMMON_DOC
     )
@@ -398,7 +404,7 @@ class RMLR(MLR):
         loss="map",
         k=None,
         C=1.0,
-        regularization=0.1,
+        regularization=3.0,
         penalty="l21",
         epsilon=0.01,
         max_iter=100,

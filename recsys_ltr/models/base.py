@@ -25,6 +25,8 @@ A fitted model answers from its fitted state and the parameters it was fitted wi
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -84,8 +86,9 @@ class Recommender(Persistable, BaseEstimator):
     (the parameters of the fit).
 
     Class attribute ``item_based``: ``True`` when scores depend only on the user's row of
-    interactions, so ``recommend`` scores a new or updated user from ``user_items`` without
-    refitting.  User-based models do so only with ``recalculate_user=True``.
+    interactions, so ``recommend`` scores an updated row from ``user_items`` without refitting.
+    User ids are the training matrix's rows; a user outside it is scored from ``user_items`` with
+    ``recalculate_user=True``, the same for every model (an id ``>= n_users`` without it raises).
     """
 
     # score(user_ids) takes ids, not metadata to route: no set_score_request (scikit-learn would
@@ -229,8 +232,9 @@ class Recommender(Persistable, BaseEstimator):
         Parameters
         ----------
         userid : int or array of int
-            Training user id(s).  With ``user_items`` and an item-based model (or
-            ``recalculate_user=True``) they may be new ids ``>= n_users``.
+            Training user id(s), rows of the training matrix: ``[0, n_users)``.  A user outside
+            the training data (any id ``>= n_users``, e.g. an id of your own) is scored from
+            ``user_items`` with ``recalculate_user=True``; without it such an id is an error.
         user_items : sparse matrix or 2-D array, shape (len(userid), n_items), optional
             The users' interactions, one row per id (default: their training rows).  Used to
             filter liked items and, for item-based models or with ``recalculate_user``, to
@@ -242,7 +246,9 @@ class Recommender(Persistable, BaseEstimator):
         filter_items : array of int, optional
             Items excluded for every user.
         recalculate_user : bool
-            Rebuild the user's state from ``user_items`` (user-based models: their neighbours).
+            Score the users from ``user_items`` alone, with no stored state of theirs: new users,
+            or training users with updated rows (user-based models rebuild their neighbours, ALS
+            solves for the user's factors; models that learn users only by ``fit`` raise).
         items : array of int, optional
             Rank only these items (implicit's ``items``); cannot be combined with ``filter_items``.
 
@@ -320,15 +326,17 @@ class Recommender(Persistable, BaseEstimator):
             )  # fmt: skip
 
     def _user_rows(self, userid, user_items, recalculate):
-        if user_items is None:
-            if recalculate:
+        """The rows ``recommend`` scores and the checked ids: a training id in ``[0, n_users)``, or
+        with ``recalculate_user=True`` any id ``>= 0`` (a user outside the training data, scored
+        from ``user_items``)."""
+        if recalculate:
+            if user_items is None:
                 raise ValueError("recalculate_user=True needs the users' rows in user_items")
-            ids = check_ids(userid, self.n_users_, "userid")
-            return self.user_items_[ids], ids
-        if self.item_based or recalculate:  # new users allowed: any id >= 0
             ids = check_new_ids(userid, "userid", "n_users")
         else:
-            ids = check_ids(userid, self.n_users_, "userid")
+            ids = check_ids(userid, self.n_users_, "userid", _NEW_USER_HINT)
+        if user_items is None:
+            return self.user_items_[ids], ids
         rows = check_feedback(user_items, "user_items", allow_empty=True)
         if rows.shape != (len(ids), self.n_items_):
             raise ValueError(
@@ -344,7 +352,8 @@ class Recommender(Persistable, BaseEstimator):
         The similarity is the model's item affinity (ItemKNN, KUNN, SLIM, RP3beta: the stored
         ``KNN`` rows; EASE: the weights ``B``; factor models: the cosine of the item factors;
         user-based models: the cosine of the items' user columns, KUNN's Eq. 4.5 weighting),
-        ties by smaller id; items with similarity 0 are left out.
+        ties by smaller id; items with similarity 0 are left out, so fewer than ``N`` may come back
+        (e.g. from a neighbourhood of ``k < N`` items), with a ``UserWarning`` saying so.
         :class:`~recsys_ltr.models.Popularity` returns the popularity order.
 
         Unlike implicit, whose ``similar_items`` lists the item itself first (its self-similarity
@@ -389,9 +398,11 @@ class Recommender(Persistable, BaseEstimator):
             ids = check_ids(itemid, self.n_items_, "itemid")
             S = self._item_similarity_matrix()
             if S is not None and S.data.min(initial=0.0) >= 0.0:
-                return self._rank_similar_sparse(S, ids, N, excluded, np.ndim(itemid) == 0)
+                found = self._rank_similar_sparse(S, ids, N, excluded, np.ndim(itemid) == 0)
+                return self._warn_if_short(found, N, excluded, "item")
             rows_of, positions = self._item_similarity_rows, ids
-        return self._rank_similar(rows_of, positions, ids, N, excluded, self.n_items_, np.ndim(itemid) == 0)
+        found = self._rank_similar(rows_of, positions, ids, N, excluded, self.n_items_, np.ndim(itemid) == 0)
+        return self._warn_if_short(found, N, excluded, "item")
 
     def similar_users(self, userid, N=10, filter_users=None, users=None):
         """``(ids, scores)`` of the ``N`` training users most similar to ``userid`` (the user left
@@ -402,9 +413,26 @@ class Recommender(Persistable, BaseEstimator):
         N = check_positive_int(N, "N")
         excluded = check_item_selection(filter_users, users, self.n_users_, "users")
         ids = check_ids(userid, self.n_users_, "userid")
-        return self._rank_similar(
+        found = self._rank_similar(
             self._user_similarity_rows, ids, ids, N, excluded, self.n_users_, np.ndim(userid) == 0
         )
+        return self._warn_if_short(found, N, excluded, "user")
+
+    def _warn_if_short(self, found, N, excluded, side):
+        """``found`` as it is, with a warning when an id got fewer than ``N`` answers although more
+        candidates exist: the others have similarity 0 in this model and are left out."""
+        ids = np.atleast_2d(found[0])
+        if ids.shape[0] and np.count_nonzero(ids >= 0, axis=1).min() < min(N, len(excluded) - 1 - excluded.sum()):
+            k = self.get_params().get("k")  # the neighbourhood of the side the model is based on
+            limited = isinstance(k, int) and self.item_based == (side == "item")
+            kept = f" (it keeps the k={k} nearest neighbours)" if limited else ""
+            warnings.warn(
+                f"{type(self).__name__}.similar_{side}s found fewer than N={N} {side}s for some ids: the other "
+                f"{side}s have similarity 0 in this model{kept} and are left out",
+                UserWarning,
+                stacklevel=3,
+            )
+        return found
 
     def _rank_similar(self, rows_of, positions, self_ids, N, excluded, n, scalar):
         n_out = min(N, max(1, n - 1))
@@ -501,6 +529,12 @@ class Recommender(Persistable, BaseEstimator):
                 raise ValueError(f"{name} is {value.n} x {value.n} but the model has {n} {side}s")
             if value.k_max > max(1, n - 1):
                 raise ValueError(f"{name}.k_max={value.k_max} exceeds the {n - 1} possible neighbours")
+
+
+_NEW_USER_HINT = (
+    "; ids are the rows of the training matrix: to score a user outside it, pass their interactions as "
+    "user_items with recalculate_user=True"
+)
 
 
 def check_new_ids(ids, name, bound) -> np.ndarray:

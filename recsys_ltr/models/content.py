@@ -10,7 +10,7 @@ consumed it.
 
 from __future__ import annotations
 
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 from ..neighbors.affinity import Affinity
 from .neighborhood import ItemKNN
@@ -67,6 +67,12 @@ class ContentItemKNN(ItemKNN):
         if k > A.k_max:
             raise ValueError(f"k={k} exceeds the affinity's k_max={A.k_max}")
         self.item_affinity_ = A
+
+    def __sklearn_clone__(self):
+        """An unfitted copy that keeps the given ``affinity`` (fitted: it is content data, like the
+        training matrix, not a setting): ``clone`` would refit nothing and drop its ``affinity_``."""
+        params = {k: clone(v, safe=False) for k, v in self.get_params(deep=False).items() if k != "affinity"}
+        return type(self)(affinity=self.affinity, **params)
 
     def _saved_params(self):
         """The affinity is saved in the fitted state, so the file records the parameter as ``None``."""

@@ -42,15 +42,19 @@ class EASE(Recommender):
       is lower triangular in the order of increasing popularity and row ``i`` holds ``i`` and
       the ``k`` items before it that co-occur most with it.  ``B = I - Z^T Z diag(Z^T Z)^{-1}``
       keeps a zero diagonal and is applied in factored form, so memory is ``O(n_items k)``.
-      It is exact when each row's pattern holds every earlier item it is coupled to (e.g. a
-      Gram matrix that is block diagonal with dense blocks of at most ``k + 1`` items).
+      It is exact when, for every item ``i``, the items before ``i`` that a chain of
+      co-occurrences through items before ``i`` links to ``i`` all co-occur with ``i`` itself
+      and number at most ``k`` (the fill of the Cholesky factor, not only ``i``'s co-occurring
+      items: e.g. a Gram matrix block diagonal with dense blocks of at most ``k + 1`` items).
+      Few co-occurrences per item are not enough: a chain 0-1, 1-2, ... makes the exact inverse
+      dense.
 
     ``"auto"`` takes the dense solve when ``n_items <= dense_max_items`` (and its matrix fits in
     ``memory_limit`` when one is given), the sparse one otherwise: the data and the parameters
     decide, never the memory free at fit time.  A chosen solver that needs more than
     ``memory_limit`` or than the memory available raises ``MemoryError`` naming the bytes needed and
     available and what the other solver needs.  Scores depend only on the user's row (``item_based``): new users are
-    scored from ``user_items`` without refitting.  ``similar_items(i)`` ranks the row ``B_i.``:
+    scored from ``user_items`` (``recalculate_user=True``) without refitting.  ``similar_items(i)`` ranks the row ``B_i.``:
     the weight item ``i`` adds to every other item's score (implicit's convention for item-item
     models, whose scores are ``user_items @ W``).
 

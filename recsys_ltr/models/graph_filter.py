@@ -56,7 +56,7 @@ class GFCF(Recommender):
     singular_values_ : ndarray, shape (factors,)
 
     Scores depend only on the user's row (``item_based``): new users are scored from ``user_items``
-    without refitting.  ``similar_items(i)`` ranks row ``i`` of the filter
+    (``recalculate_user=True``) without refitting.  ``similar_items(i)`` ranks row ``i`` of the filter
     ``P + alpha D_I^{-1/2} V_k^T V_k D_I^{1/2}``.
     """
 
