@@ -409,7 +409,7 @@ def squared_distances(Zq, Zdb, db_norms):
 
 def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dict:
     """Retrieval quality of an embedding: queries ``Zq`` rank the database ``Zdb`` by Euclidean
-    distance (dissertation sec. 3.5).
+    distance (dissertation section 3.5).
 
     Parameters
     ----------

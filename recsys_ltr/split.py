@@ -84,7 +84,7 @@ def holdout_trusted(X, val, test, rng, eligible=None):
 
 
 def novelty_holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=100):
-    """:func:`holdout` under the novelty protocol (dissertation sec. 4.7.5)."""
+    """:func:`holdout` under the novelty protocol (dissertation section 4.7.5)."""
     if exclude_top is None:
         raise ValueError("novelty_holdout needs exclude_top (an int >= 1)")
     return holdout(X, val=val, test=test, random_state=random_state, exclude_top=exclude_top)

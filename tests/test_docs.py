@@ -155,3 +155,29 @@ def test_settings_table_is_regenerated_from_the_results():
     )
     renamed = {"lam": "regularization"}  # results written before a parameter was renamed show its new name
     assert module.describe({"lam": 0.001, "k": 50}, "k", renamed) == "k=50, regularization=0.001"
+
+
+_API_MODULES = (
+    "recsys_ltr", "recsys_ltr.models", "recsys_ltr.febr", "recsys_ltr.ltr", "recsys_ltr.metric_learning",
+    "recsys_ltr.neighbors", "recsys_ltr.metrics", "recsys_ltr.split", "recsys_ltr.datasets", "recsys_ltr.executors",
+    "recsys_ltr.warp", "recsys_ltr.query_metrics",
+)  # fmt: skip
+
+
+def test_api_summaries_are_whole_sentences():
+    """The API tables show each docstring up to its first ". ": "Stacked FEBR: OPT-ADG (Alg." was
+    FEBR's summary.  A first sentence must close its brackets and not end on an abbreviation."""
+    import importlib
+    import inspect
+
+    cut = []
+    for module in _API_MODULES:
+        mod = importlib.import_module(module)
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            first = re.split(r"(?<=\.)\s", " ".join((inspect.getdoc(obj) or "").split("\n\n")[0].split()))[0]
+            if first.count("(") != first.count(")") or re.search(r"\b(Alg|Eq|sec|Def|al|e\.g|i\.e)\.$", first):
+                cut.append(f"{module}.{name}: {first!r}")
+    assert not cut, cut

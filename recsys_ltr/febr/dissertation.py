@@ -96,7 +96,7 @@ def _febr_update(state, u, pos, neg, weight, lr):
 
 
 class AffinityFEBR(OptADGRecommender):
-    """The dissertation's FEBR: OPT-ADG (Alg. 4.2) on an affinity's active-item / active-user
+    """The dissertation's FEBR: OPT-ADG (Algorithm 4.2) on an affinity's active-item / active-user
     aggregates (module docstring).
 
     Parameters

@@ -315,7 +315,7 @@ def _batch_kernel(
 # Python side
 # ------------------------------------------------------------------------------------------
 def feature_names(side: str) -> list[str]:
-    """Names of the features of ``side`` in order, e.g. ``["item_mean", ..., "item_b"]``."""
+    """Names of the features of ``side`` in order, for example ``["item_mean", ..., "item_b"]``."""
     _check_side(side)
     sides = ("item", "user") if side == "both" else (side,)
     return [f"{s}_{a}" for s in sides for a in AGGREGATORS]

@@ -58,7 +58,7 @@ _AFFINITY_ONLY = ("affinity", "side", "k", "affinity_params")
 
 
 class FEBR(OptADGRecommender):
-    """Stacked FEBR: OPT-ADG (Alg. 4.2) on the scores of base recommenders, optionally re-ranked by
+    """Stacked FEBR: OPT-ADG (Algorithm 4.2) on the scores of base recommenders, optionally re-ranked by
     LambdaMART (module docstring).
 
     Parameters

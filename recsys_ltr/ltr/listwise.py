@@ -455,7 +455,7 @@ class ListMLE(_SingleTask):
     _loss_kind = LISTMLE
     __doc__ = _DOC.format(
         name="ListMLE",
-        paper="Xia et al. 2008",
+        paper="Xia et al., 2008",
         what="Plackett-Luce negative log-likelihood of the label orderings",
         ties=" and of the tie-breaks between equal labels",
         extra=_TOP_K_DOC,
@@ -494,7 +494,7 @@ class ListNet(_SingleTask):
     _loss_kind = LISTNET
     __doc__ = _DOC.format(
         name="ListNet",
-        paper="Cao et al. 2007",
+        paper="Cao et al., 2007",
         what="cross-entropy of the top-one probabilities of scores and labels",
         ties="",
         extra="",

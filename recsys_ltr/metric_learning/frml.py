@@ -151,7 +151,7 @@ def _square_pairs(M, n, name) -> sp.csr_matrix:
 
 
 class FRML(MahalanobisMixin, BaseEstimator):
-    """Low-rank Mahalanobis metric learned to rank with β-WSS and Riemannian SGD (Alg. 3.4).
+    """Low-rank Mahalanobis metric learned to rank with β-WSS and Riemannian SGD (Algorithm 3.4).
 
     Parameters
     ----------

@@ -125,7 +125,7 @@ _COMMON_DOC = """
 
 class MLR(MahalanobisMixin, BaseEstimator):
     __doc__ = (
-        """Metric learning to rank (McFee & Lanckriet 2010, Eq. 2.1), solved by MLR-ADMM (sec. 2.3).
+        """Metric learning to rank (McFee & Lanckriet 2010, Equation 2.1), solved by MLR-ADMM (section 2.3).
 
     Parameters
     ----------"""
@@ -373,7 +373,7 @@ def _penalty_value(W, penalty) -> float:
 
 class RMLR(MLR):
     __doc__ = (
-        """Robust metric learning to rank (R-MLR, Eq. 2.2, Alg. 2.1-2.2) and l1-MLR (sec. 2.4).
+        """Robust metric learning to rank (R-MLR, Equation 2.2, Algorithm 2.1-2.2) and l1-MLR (section 2.4).
 
     An :class:`MLR` with a penalty: ``penalty="l21"`` adds ``λ ||W||_2,1 = λ Σ_i ||W_i·||_2``, which
     drives whole rows and columns of ``W`` (input features) to zero; ``penalty="l1"`` adds

@@ -229,7 +229,7 @@ def _als_fold_in(indptr, indices, V, gram, regularization, alpha, out):
 
 
 class BPR(_Implicit):
-    """BPR-MF (Rendle et al. 2009) by implicit's Hogwild SGD.
+    """BPR-MF (Rendle et al., 2009) by implicit's Hogwild SGD.
 
     implicit learns an item bias as an extra factor column (the user's entry is fixed at 1), so
     the fitted matrices have ``factors + 1`` columns and ``U V^T`` includes the bias.  Users are

@@ -29,7 +29,7 @@ __all__ = ["GFCF"]
 
 
 class GFCF(Recommender):
-    """GF-CF: the linear and ideal low-pass graph filters of Shen et al. (2021) (module docstring).
+    """GF-CF: the linear and ideal low-pass graph filters of Shen et al., (2021) (module docstring).
 
     Parameters
     ----------

@@ -172,7 +172,7 @@ def _has_duplicates(M) -> bool:
 def cosine_affinity(
     X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> Affinity:
-    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, sec. 4.7.3); ``show_progress``:
+    """``A_ij = cos(i, j)`` k-truncated by cosine (item-p / user-p, section 4.7.3); ``show_progress``:
     a bar over blocks of rows (``None``: on in a terminal).
 
     With ``executor`` (:mod:`recsys_ltr.executors`), each task computes the neighbours of
@@ -186,7 +186,7 @@ def cosine_affinity(
 def kunn_affinity(
     X, k_max, *, side="item", num_threads=0, show_progress=None, executor=None, block_size=None
 ) -> Affinity:
-    """KUNN affinity, Eq. (4.5) for ``side="item"`` and Eq. (4.6) for ``side="user"``.
+    """KUNN affinity, Equation (4.5) for ``side="item"`` and Equation (4.6) for ``side="user"``.
 
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.

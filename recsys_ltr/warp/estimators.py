@@ -65,7 +65,7 @@ def _check_beta(beta, n_irr: int) -> int:
 
 
 def warp_estimator(L, n_irr: int) -> np.ndarray:
-    """``L̂_WARP(n_s) = L(floor(n_irr / n_s))`` for ``n_s = 1..n_irr`` (Eq. 3.10).
+    """``L̂_WARP(n_s) = L(floor(n_irr / n_s))`` for ``n_s = 1..n_irr`` (Equation 3.10).
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ def warp_estimator(L, n_irr: int) -> np.ndarray:
 
 
 def truncate_estimator(estimator, beta: int) -> np.ndarray:
-    """β-truncation (Def. 3.5): a copy of ``estimator`` with ``L̂(i) = 0`` for ``i > beta``."""
+    """β-truncation (Definition 3.5): a copy of ``estimator`` with ``L̂(i) = 0`` for ``i > beta``."""
     est = _check_curve(estimator, 1, "estimator")
     beta = _check_beta(beta, est.size)
     out = est.copy()
@@ -89,7 +89,7 @@ def truncate_estimator(estimator, beta: int) -> np.ndarray:
 
 
 def rank_gamma_estimator(L, gamma: int, n_irr: int) -> np.ndarray:
-    """Rank-γ truncated estimator ``L^γ(floor(n_irr / n_s))``, ``n_s = 1..n_irr`` (Eq. 3.21).
+    """Rank-γ truncated estimator ``L^γ(floor(n_irr / n_s))``, ``n_s = 1..n_irr`` (Equation 3.21).
 
     ``L^γ(r) = L(r)`` if ``r >= γ`` else 0.  Theorem 3.8: equals ``truncate_estimator(
     warp_estimator(L, n_irr), n_irr // gamma)``.
@@ -102,7 +102,7 @@ def rank_gamma_estimator(L, gamma: int, n_irr: int) -> np.ndarray:
 
 
 def ns_distribution(n_v: int, beta: int, n_irr: int) -> np.ndarray:
-    """``P(G_{n_v,β} = i)`` for ``i = 1..β+1`` (Def. 3.5-3.6), as an array indexed by ``i - 1``.
+    """``P(G_{n_v,β} = i)`` for ``i = 1..β+1`` (Definition 3.5-3.6), as an array indexed by ``i - 1``.
 
     The last entry is the probability that no violator is found in β draws.
     """
@@ -117,7 +117,7 @@ def ns_distribution(n_v: int, beta: int, n_irr: int) -> np.ndarray:
 
 
 def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
-    """``L̃^(β)(n_v)`` for ``n_v = 0..n_irr`` (Eq. 3.11).
+    """``L̃^(β)(n_v)`` for ``n_v = 0..n_irr`` (Equation 3.11).
 
     Parameters
     ----------
@@ -139,7 +139,7 @@ def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
 
 
 def opt_est(L, beta: int, n_irr: int) -> np.ndarray:
-    """OPT-EST (Eq. 3.20): the estimator θ = (L̂(1), ..., L̂(β)) minimising
+    """OPT-EST (Equation 3.20): the estimator θ = (L̂(1), ..., L̂(β)) minimising
     ``sum_{n_v=1}^{n_irr} (L̃^(β)(n_v) - L(n_v))^2`` subject to ``θ_1 >= ... >= θ_β >= 0``.
 
     Solved exactly as non-negative least squares: with ``θ_j = sum_{i >= j} δ_i`` the constraints
