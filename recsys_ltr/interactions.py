@@ -21,7 +21,7 @@ when the ids are not mutually comparable).
 Timestamps (optional, ``timestamp_col=`` / ``timestamps=``) are kept per positive: a pair of
 duplicate events keeps the time of its **latest** event (whatever the weights of its events), and
 the times follow the pairs through binarization, the k-core and the id maps.
-:attr:`Interactions.timestamps` is aligned with the stored entries of :attr:`Interactions.matrix`
+``Interactions.timestamps`` is aligned with the stored entries of ``Interactions.matrix``
 (row by row, columns ascending: ``timestamps[matrix.indptr[u]:matrix.indptr[u + 1]]`` are user
 ``u``'s times, in the order of ``matrix.indices``); the time-ordered splits of
 :mod:`recsys_ltr.split` read them from there.  Times are numbers (int64 or float64, e.g. Unix

@@ -19,7 +19,7 @@ Train, validation and test are disjoint and sum to the input matrix.
 Everything is vectorised: one uniform random key per nonzero, ineligible entries pushed to
 the end of their row, and a lexsort by (row, key) ranks each user's positives at once.
 
-Time-ordered splits (the positives' times: :attr:`recsys_ltr.Interactions.timestamps`, or an array
+Time-ordered splits (the positives' times: ``Interactions.timestamps``, or an array
 aligned with the stored entries of the canonical ``X``) return the same ``(train, val, test)``:
 
 * :func:`last_n` -- per user, the ``n`` latest positives are test and the ``val_n`` before them
@@ -284,7 +284,7 @@ def last_n(X, n=1, val_n=0, *, timestamps=None, random_state=0):
         in train, as in :func:`leave_k_out`.
     timestamps : array-like or None
         The time of each stored entry of the canonical ``X`` (row by row, columns ascending), as
-        :attr:`recsys_ltr.Interactions.timestamps`: numbers or datetimes
+        ``Interactions.timestamps``: numbers or datetimes
         (:func:`recsys_ltr.interactions.check_timestamps`); None: ``X.timestamps``.
     random_state : None, int or numpy.random.Generator
         Orders ties in time (module docstring).
@@ -334,7 +334,7 @@ def time_cut(X, test_start, val_start=None, *, timestamps=None, drop_cold_users=
         As in :func:`last_n`.
     test_start : number or datetime-like
         First time of the test part: a number for numeric timestamps; for ``datetime64`` ones
-        anything :class:`pandas.Timestamp` reads (``"1998-03-01"``, a ``datetime``; a
+        anything ``pandas.Timestamp`` reads (``"1998-03-01"``, a ``datetime``; a
         time-zone-aware value is converted to UTC).  Both parts must be non-empty: it must be
         later than the earliest time and not later than the latest.
     val_start : number, datetime-like or None

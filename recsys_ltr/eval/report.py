@@ -119,7 +119,7 @@ def format_table(summary: pd.DataFrame, metrics, tests=None, digits: int = 4, ad
     p-values, and a line per skipped method.
 
     ``added`` maps the methods the run added (not asked for: the bases of a stacking method) to
-    the methods that needed them: their rows are marked :data:`ADDED_MARKER`, a note says why,
+    the methods that needed them: their rows are marked ``ADDED_MARKER`` (``°``), a note says why,
     and the best (bold, ``†``) is chosen among the other rows."""
     tests, added = tests or {}, added or {}
     is_added = summary["method"].map(lambda row: method_of(row) in added).to_numpy(dtype=bool)
