@@ -406,9 +406,8 @@ class Interactions:
         parts = []
         if known.any():
             ids = rows[known]
-            seen = self.matrix[ids] if filter_seen else None
             top, scores = model.recommend(
-                ids, user_items=seen, N=N, filter_already_liked_items=filter_seen, filter_items=excluded
+                ids, user_items=self.matrix[ids], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
             )
             parts.append((np.flatnonzero(known), np.asarray(top), np.asarray(scores, dtype=np.float64)))
         if not known.all():

@@ -46,9 +46,8 @@ def _expected(data, model, ids, N, unknown="error", filter_seen=True, filter_ite
     for u in dict.fromkeys(ids):
         if u in set(data.user_ids.tolist()):
             r = data.user_index(u)
-            seen = data.matrix[[r]] if filter_seen else None
             top, scores = model.recommend(
-                [r], user_items=seen, N=N, filter_already_liked_items=filter_seen, filter_items=excluded
+                [r], user_items=data.matrix[[r]], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
             )
             answer = [(i, s) for i, s in zip(top[0], scores[0]) if i >= 0]
         elif unknown == "skip":

@@ -431,9 +431,11 @@ def configure_logging(level):
         level = "WARNING" if sys.stderr.isatty() else "INFO"
     root, package = logging.getLogger(), logging.getLogger("recsys_ltr")
     saved = (list(root.handlers), root.level, package.level)
+    for h in saved[0]:  # set aside, not closed: an embedding application gets them back
+        root.removeHandler(h)
     handler = _ProgressHandler()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     package.setLevel(level)
 
     def restore():
