@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "eval" / "results"
 OUTPUT = Path(__file__).resolve().parent / "tuned_settings.inc"
-PROTOCOLS = ("standard", "novelty", "fixed")
+PROTOCOLS = ("standard", "novelty", "fixed", "temporal")
 
 
 def _flat(params: dict, prefix: str = "") -> dict:

@@ -17,6 +17,18 @@ Building it runs these steps, in order, all vectorised:
 
 Internal indices follow the sorted order of the external ids (the order of first appearance
 when the ids are not mutually comparable).
+
+Timestamps (optional, ``timestamp_col=`` / ``timestamps=``) are kept per positive: a pair of
+duplicate events keeps the time of its **latest** event (whatever the weights of its events), and
+the times follow the pairs through binarization, the k-core and the id maps.
+``Interactions.timestamps`` is aligned with the stored entries of ``Interactions.matrix``
+(row by row, columns ascending: ``timestamps[matrix.indptr[u]:matrix.indptr[u + 1]]`` are user
+``u``'s times, in the order of ``matrix.indices``); the time-ordered splits of
+:mod:`recsys_ltr.split` read them from there.  Times are numbers (int64 or float64, e.g. Unix
+seconds) or datetimes (``datetime64``; time-zone-aware ones are converted to UTC).
+
+:meth:`Interactions.recommend` and :meth:`Interactions.similar_items` answer with the caller's ids:
+they take a model fitted on this data (or on a split of it: the same shape) and return DataFrames.
 """
 
 from __future__ import annotations
@@ -29,9 +41,11 @@ import scipy.sparse as sp
 
 from ._validation import check_bool, check_feedback, check_positive_int, check_sparse
 
-__all__ = ["Interactions", "UnknownIdError"]
+__all__ = ["Interactions", "UnknownIdError", "check_timestamps", "time_order_key"]
 
 _RULES = (">=", ">")
+#: What :meth:`Interactions.recommend` does with an id it does not know.
+UNKNOWN = ("error", "skip", "popularity")
 
 
 class UnknownIdError(KeyError, ValueError):
@@ -57,6 +71,9 @@ class Interactions:
         Item content aligned with the internal item index (e.g. tag counts).
     item_feature_names : array-like or None
         One name per feature column.
+    timestamps : array-like or None
+        One time per stored entry of the canonical ``matrix`` (row by row, columns ascending);
+        numbers or datetimes, finite (see :func:`check_timestamps`).
 
     Attributes
     ----------
@@ -66,11 +83,17 @@ class Interactions:
         External ids by internal index.
     item_features : scipy.sparse.csr_matrix or None
     item_feature_names : numpy.ndarray or None
+    timestamps : numpy.ndarray or None
+        The time of each positive, aligned with ``matrix.indices`` (int64, float64 or
+        ``datetime64``); None when the data came without times.
     """
 
-    def __init__(self, matrix, user_ids=None, item_ids=None, item_features=None, item_feature_names=None):
+    def __init__(
+        self, matrix, user_ids=None, item_ids=None, item_features=None, item_feature_names=None, timestamps=None
+    ):
         self.matrix = check_feedback(matrix, "matrix")
         n_users, n_items = self.matrix.shape
+        self.timestamps = None if timestamps is None else check_timestamps(timestamps, self.matrix.nnz)
         self.user_ids = _id_array(user_ids, n_users, "user_ids")
         self.item_ids = _id_array(item_ids, n_items, "item_ids")
         self._user_index = pd.Index(self.user_ids)
@@ -97,6 +120,7 @@ class Interactions:
         min_user_count=0,
         min_item_count=0,
         drop_empty=True,
+        timestamp_col=None,
     ) -> Interactions:
         """Build from a DataFrame with one event per row.
 
@@ -116,6 +140,9 @@ class Interactions:
             Iterative k-core: minimum positives per user / item (0 = no filter).
         drop_empty : bool
             Drop users and items without any positive (always true when a k-core is asked).
+        timestamp_col : column label or None
+            The time of each event: numbers (e.g. Unix seconds) or datetimes, no missing values.
+            A positive keeps the time of its pair's latest event (module docstring).
 
         Returns
         -------
@@ -123,7 +150,7 @@ class Interactions:
         """
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-        cols = [user_col, item_col] + ([] if weight_col is None else [weight_col])
+        cols = [user_col, item_col] + [c for c in (weight_col, timestamp_col) if c is not None]
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ValueError(f"column(s) {missing} not in the DataFrame (columns: {list(df.columns)})")
@@ -137,6 +164,7 @@ class Interactions:
             min_user_count=min_user_count,
             min_item_count=min_item_count,
             drop_empty=drop_empty,
+            timestamps=None if timestamp_col is None else df[timestamp_col],
         )
 
     @classmethod
@@ -150,10 +178,12 @@ class Interactions:
         min_user_count=0,
         min_item_count=0,
         drop_empty=True,
+        timestamps=None,
     ) -> Interactions:
-        """Build from parallel arrays of external user ids, item ids and optional weights.
+        """Build from parallel arrays of external user ids, item ids, optional weights and times.
 
-        See :meth:`from_dataframe` for the parameters.
+        ``timestamps``: one time per event (numbers or datetimes, see :func:`check_timestamps`), or
+        None.  See :meth:`from_dataframe` for the other parameters.
         """
         users, items = _column(users, "users"), _column(items, "items")
         if users.size != items.size:
@@ -167,6 +197,7 @@ class Interactions:
             if weights.size != users.size:
                 raise ValueError(f"weights has length {weights.size}, users/items have {users.size}")
             weights = _numeric(weights, "weights")
+        times = None if timestamps is None else check_timestamps(timestamps, users.size, "timestamps", "users/items")
         u_codes, user_ids = _factorize(users, "users")
         i_codes, item_ids = _factorize(items, "items")
         # duplicate (user, item) events are summed; an overflowing sum is an error
@@ -176,8 +207,10 @@ class Interactions:
             allow_empty=True,
             nonnegative=False,
         )
+        if times is not None:
+            times = _latest_per_pair(u_codes, i_codes, item_ids.size, times)
         return cls._finish(
-            X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, "weights"
+            X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, "weights", times
         )
 
     @classmethod
@@ -215,17 +248,21 @@ class Interactions:
         return cls._finish(X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, "X")
 
     @classmethod
-    def _finish(cls, X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, name):
-        """Binarize the summed weights of ``X``, apply the k-core, drop empties, build."""
+    def _finish(
+        cls, X, user_ids, item_ids, threshold, rule, min_user_count, min_item_count, drop_empty, name, times=None
+    ):
+        """Binarize the summed weights of ``X``, apply the k-core, drop empties, build; ``times``
+        (aligned with ``X``'s stored entries) follow the positives."""
         min_user = check_positive_int(min_user_count, "min_user_count", minimum=0)
         min_item = check_positive_int(min_item_count, "min_item_count", minimum=0)
         if check_bool(drop_empty, "drop_empty"):
             min_user, min_item = max(min_user, 1), max(min_item, 1)
-        X = _binarize(X, threshold, rule, name)
+        X, kept_entries = _binarize(X, threshold, rule, name)
+        times = None if times is None else times[kept_entries]
         if X.nnz == 0:
             raise ValueError(f"no positive interactions (threshold={threshold!r}, rule={rule!r})")
         rows, cols = _k_core(X, min_user, min_item)
-        kept = X[rows][:, cols]
+        kept, positions = _submatrix(X, rows, cols)
         if kept.nnz == 0:
             raise ValueError(
                 f"the k-core filter removed every interaction: min_user_count={min_user_count} and "
@@ -235,7 +272,7 @@ class Interactions:
                 f"{int(np.diff(X.indptr).max())} and the most popular item {int(np.bincount(X.indices).max())}); "
                 "lower min_user_count / min_item_count (0 disables the filter)"
             )
-        return cls(kept, user_ids[rows], item_ids[cols])
+        return cls(kept, user_ids[rows], item_ids[cols], timestamps=None if times is None else times[positions])
 
     def with_item_features(self, features, item_ids=None, feature_names=None) -> Interactions:
         """Return a copy carrying item content aligned with the internal item index.
@@ -309,15 +346,178 @@ class Interactions:
         """Internal indices of external item ids; as :meth:`user_index`."""
         return _lookup(self._item_index, ids, "item", self._item_tuples)
 
-    def to_dataframe(self, user_col="user", item_col="item") -> pd.DataFrame:
-        """One row per positive, external ids, ordered by internal (user, item)."""
+    def to_dataframe(self, user_col="user", item_col="item", timestamp_col="timestamp") -> pd.DataFrame:
+        """One row per positive, external ids, ordered by internal (user, item); with a
+        ``timestamp_col`` column when the data have timestamps."""
         X = self.matrix
         rows = np.repeat(np.arange(self.n_users), np.diff(X.indptr))
-        return pd.DataFrame({user_col: self.user_ids[rows], item_col: self.item_ids[X.indices]})
+        columns = {user_col: self.user_ids[rows], item_col: self.item_ids[X.indices]}
+        if self.timestamps is not None:
+            columns[timestamp_col] = self.timestamps
+        return pd.DataFrame(columns)
+
+    # ------------------------------------------------------------------ answers with external ids
+    def recommend(
+        self, model, users=None, N=10, *, unknown="error", filter_seen=True, filter_items=None, user_col="user"
+    ) -> pd.DataFrame:
+        """Top-``N`` items of a fitted model for users named by their external ids.
+
+        The known users are answered by one batched call of ``model.recommend(rows,
+        user_items=..., N=N)`` (no loop over users), and the answer is mapped back to external ids.
+
+        Parameters
+        ----------
+        model : fitted recommender
+            Any model of :mod:`recsys_ltr.models` (or :mod:`recsys_ltr.febr`), fitted on
+            ``self.matrix`` or on a part of it (a split of this data: the same shape).  Item-based
+            models score each user from the user's row of ``self.matrix``; the others from their
+            fitted state.
+        users : DataFrame, Series, list, array, scalar id or None
+            External user ids (a DataFrame: its ``user_col`` column); None: every user, by
+            internal index.  Each id is answered once, in the order of its first appearance.
+        N : int
+            Recommendations per user (fewer when fewer candidates remain).
+        unknown : {"error", "skip", "popularity"}
+            An id absent from the user map: :class:`UnknownIdError` naming the first ones
+            (``"error"``), no rows for it (``"skip"``), or the ``N`` items with the most positives
+            in the model's training data, ties by smaller internal index, with score NaN
+            (``"popularity"``; ``filter_items`` applies, nothing is seen).
+        filter_seen : bool
+            Leave out the items the user has in ``self.matrix`` (when the model was fitted on a
+            split of this data, the held-out items are seen too).
+        filter_items : list or array of external item ids, optional
+            Items never recommended (unknown ids raise :class:`UnknownIdError`).
+        user_col : column label
+            The column of ``users`` when it is a DataFrame.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``user``, ``item`` (external ids), ``score`` (the model's) and ``rank`` (1 =
+            best); one row per recommendation, users in the order given, each user's rows by rank.
+        """
+        _check_choice(unknown, "unknown", UNKNOWN)
+        filter_seen = check_bool(filter_seen, "filter_seen")
+        N = check_positive_int(N, "N")
+        ext, rows = self._external_rows(users, user_col, "user", self._user_index, self._user_tuples, unknown)
+        self._check_model(model)
+        excluded = None if filter_items is None else self.item_index(_as_id_list(filter_items, self._item_tuples))
+        known = rows >= 0
+        parts = []
+        if known.any():
+            ids = rows[known]
+            top, scores = model.recommend(
+                ids, user_items=self.matrix[ids], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
+            )
+            parts.append((np.flatnonzero(known), np.asarray(top), np.asarray(scores, dtype=np.float64)))
+        if not known.all():
+            parts.append(self._popular_rows(model, np.flatnonzero(~known), N, excluded))
+        return self._answer(parts, ext, ("user", "item"))
+
+    def similar_items(self, model, items=None, N=10, *, unknown="error", filter_items=None, item_col="item"):
+        """The ``N`` items most similar to items named by their external ids, as external ids.
+
+        One batched call of ``model.similar_items(ids, N=N)``; the item itself is never in its
+        own answer.  ``items`` (a DataFrame: its ``item_col`` column; None: every item),
+        ``unknown`` (``"popularity"``: the most popular items of the model's training data, score
+        NaN) and ``filter_items`` as in :meth:`recommend`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``item``, ``similar_item`` (external ids), ``score`` (the model's similarity)
+            and ``rank`` (1 = most similar).
+        """
+        _check_choice(unknown, "unknown", UNKNOWN)
+        N = check_positive_int(N, "N")
+        ext, rows = self._external_rows(items, item_col, "item", self._item_index, self._item_tuples, unknown)
+        self._check_model(model)
+        excluded = None if filter_items is None else self.item_index(_as_id_list(filter_items, self._item_tuples))
+        known = rows >= 0
+        parts = []
+        if known.any():
+            top, scores = model.similar_items(rows[known], N=N, filter_items=excluded)
+            parts.append((np.flatnonzero(known), np.asarray(top), np.asarray(scores, dtype=np.float64)))
+        if not known.all():
+            parts.append(self._popular_rows(model, np.flatnonzero(~known), N, excluded))
+        return self._answer(parts, ext, ("item", "similar_item"))
+
+    def _external_rows(self, ids, column, kind, index, tuple_ids, unknown):
+        """``(external ids, internal rows)``: the given ids deduplicated in order (every id of the
+        map for None), their rows (-1 where unknown, an error for ``unknown="error"``)."""
+        if ids is None:
+            return (self.user_ids if kind == "user" else self.item_ids), np.arange(len(index))
+        if isinstance(ids, pd.DataFrame):
+            if column not in ids.columns:
+                raise ValueError(
+                    f"{kind}_col {column!r} is not a column of the DataFrame (columns: {list(ids.columns)})"
+                )
+            ids = ids[column]
+        arr = _column(_as_id_list(ids, tuple_ids), f"{kind} ids")
+        if pd.isna(arr).any():
+            raise ValueError(f"{kind} ids contain missing values (NaN/None)")
+        arr = arr[~pd.Index(arr).duplicated()]
+        rows = index.get_indexer(arr).astype(np.int64) if arr.size else np.empty(0, np.int64)
+        missing = rows < 0
+        if unknown == "error" and missing.any():
+            bad = arr[missing][:5].tolist()
+            raise UnknownIdError(
+                f"unknown {kind} id(s): {bad}"
+                + (" ..." if missing.sum() > 5 else "")
+                + "; pass unknown='skip' to leave them out or unknown='popularity' for the most popular items"
+            )
+        if unknown == "skip":
+            arr, rows = arr[~missing], rows[~missing]
+        return arr, rows
+
+    def _check_model(self, model) -> None:
+        shape = getattr(model, "user_items_", None)
+        shape = None if shape is None else shape.shape
+        if shape is not None and tuple(shape) != self.shape:
+            raise ValueError(
+                f"the model was fitted on a {shape[0]} x {shape[1]} matrix, this Interactions is "
+                f"{self.n_users} x {self.n_items}: fit it on this data's matrix or on a split of it"
+            )
+
+    def _popular_rows(self, model, positions, N, excluded):
+        """The popularity answer for the unknown ids at ``positions``: the model's training
+        popularity (this data's when the model keeps none), ties by smaller index, score NaN."""
+        popularity = getattr(model, "item_popularity_", None)
+        popularity = self.item_popularity if popularity is None else np.asarray(popularity)
+        order = np.lexsort((np.arange(self.n_items), -popularity))
+        if excluded is not None:
+            order = order[~np.isin(order, excluded)]
+        top = order[:N]
+        ids = np.broadcast_to(top, (positions.size, top.size))
+        return positions, ids, np.full(ids.shape, np.nan)
+
+    def _answer(self, parts, ext, names) -> pd.DataFrame:
+        """One DataFrame from ``(positions, ids, scores)`` blocks: rows by position, then rank."""
+        columns = {names[0]: [], names[1]: [], "score": [], "rank": [], "_position": []}
+        for positions, ids, scores in parts:
+            found = ids >= 0  # -1 pads users with fewer candidates than N
+            r, c = np.nonzero(found)
+            columns[names[0]].append(ext[positions[r]])
+            columns[names[1]].append(self.item_ids[ids[found]])
+            columns["score"].append(scores[found])
+            columns["rank"].append(c.astype(np.int64) + 1)
+            columns["_position"].append(positions[r])
+        if not parts:
+            empty = {
+                names[0]: ext[:0],
+                names[1]: self.item_ids[:0],
+                "score": np.zeros(0),
+                "rank": np.zeros(0, np.int64),
+            }
+            return pd.DataFrame(empty)
+        merged = {key: np.concatenate(values) for key, values in columns.items()}
+        order = np.lexsort((merged["rank"], merged.pop("_position")))
+        return pd.DataFrame({key: values[order] for key, values in merged.items()})
 
     def __repr__(self) -> str:
         feats = "" if self.item_features is None else f", {self.item_features.shape[1]} item features"
-        return f"Interactions({self.n_users} users x {self.n_items} items, {self.nnz} positives{feats})"
+        times = "" if self.timestamps is None else ", timestamps"
+        return f"Interactions({self.n_users} users x {self.n_items} items, {self.nnz} positives{feats}{times})"
 
 
 # ---------------------------------------------------------------------- helpers
@@ -382,8 +582,9 @@ def _id_array(ids, n: int, name: str) -> np.ndarray:
     return ids.copy()
 
 
-def _binarize(X: sp.csr_matrix, threshold, rule, name: str) -> sp.csr_matrix:
-    """Keep the pairs whose (summed) weight passes the rule, as ones."""
+def _binarize(X: sp.csr_matrix, threshold, rule, name: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Keep the pairs whose (summed) weight passes the rule, as ones; and the mask of the kept
+    stored entries."""
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}")
     data = X.data
@@ -401,8 +602,8 @@ def _binarize(X: sp.csr_matrix, threshold, rule, name: str) -> sp.csr_matrix:
             raise ValueError(f"threshold must be finite, got {threshold}")
         keep = data >= threshold if rule == ">=" else data > threshold
     X = sp.csr_matrix((keep.astype(np.float64), X.indices, X.indptr), shape=X.shape)
-    X.eliminate_zeros()
-    return X
+    X.eliminate_zeros()  # keeps the order of the other entries
+    return X, keep
 
 
 def _k_core(X: sp.csr_matrix, min_user: int, min_item: int) -> tuple[np.ndarray, np.ndarray]:
@@ -418,6 +619,114 @@ def _k_core(X: sp.csr_matrix, min_user: int, min_item: int) -> tuple[np.ndarray,
         rows, cols = rows[r_keep], cols[c_keep]
         if X.shape[0] == 0 or X.shape[1] == 0:
             return rows, cols
+
+
+def check_timestamps(values, n: int, name: str = "timestamps", what: str = "stored entries") -> np.ndarray:
+    """``values`` as a 1-D array of ``n`` times, one per ``what``.
+
+    Numbers become int64 (integers) or float64 (finite: NaN and infinities are a ``ValueError``);
+    ``datetime64`` / ``timedelta64`` keep their unit (NaT is a ``ValueError``); time-zone-aware
+    datetimes are converted to UTC; an object array of numbers or of datetimes is converted
+    likewise.  Strings, booleans and complex numbers are a ``TypeError`` (parse date strings with
+    ``pandas.to_datetime`` first); a length other than ``n`` is a ``ValueError``.
+    """
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.DatetimeTZDtype):
+        values = values.dt.tz_convert("UTC").dt.tz_localize(None)
+    elif isinstance(values, pd.Index) and isinstance(values.dtype, pd.DatetimeTZDtype):
+        values = values.tz_convert("UTC").tz_localize(None)
+    if isinstance(values, (pd.Series, pd.Index)):
+        arr = values.to_numpy()
+    else:
+        try:
+            arr = np.asarray(values)
+        except ValueError:  # nested sequences of unequal lengths
+            raise ValueError(f"{name} must be a 1-D array of times") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size != n:
+        raise ValueError(f"{name} has length {arr.size}, expected {n} (one per {what})")
+    if arr.dtype == object:
+        arr = _object_times(arr, name)
+    kind = arr.dtype.kind
+    if kind in "mM":
+        if np.isnat(arr).any():
+            raise ValueError(f"{name} contains missing times (NaT)")
+        return arr.copy()
+    if kind in "iu":
+        if kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{name} has integers beyond the int64 range")
+        return arr.astype(np.int64)
+    if kind == "f":
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        return arr
+    what_got = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "bytes"}.get(kind, f"dtype {arr.dtype}")
+    hint = " (parse date strings with pandas.to_datetime first)" if kind in "US" else ""
+    raise TypeError(f"{name} must be numbers or datetimes, got {what_got}{hint}")
+
+
+def _object_times(arr: np.ndarray, name: str) -> np.ndarray:
+    """An object array of times as a typed array (numbers or datetimes), or a clear error."""
+    if pd.isna(arr).any():
+        raise ValueError(f"{name} contains missing times (NaN/None/NaT)")
+    inferred = pd.api.types.infer_dtype(arr, skipna=False)
+    if inferred == "integer":
+        try:
+            return arr.astype(np.int64)
+        except OverflowError:
+            raise ValueError(f"{name} has integers beyond the int64 range") from None
+    if inferred in ("floating", "mixed-integer-float", "decimal"):
+        return arr.astype(np.float64)
+    if inferred in ("datetime", "datetime64", "date"):
+        return pd.DatetimeIndex(pd.to_datetime(arr, utc=True)).tz_localize(None).to_numpy()
+    if inferred in ("timedelta", "timedelta64"):
+        return pd.to_timedelta(arr).to_numpy()
+    hint = " (parse date strings with pandas.to_datetime first)" if inferred in ("string", "bytes") else ""
+    raise TypeError(f"{name} must be numbers or datetimes, got values of kind {inferred!r}{hint}")
+
+
+def time_order_key(times: np.ndarray) -> np.ndarray:
+    """A numeric key ordering checked ``times`` (:func:`check_timestamps`) as time: int64 for
+    integers and datetimes (their count of units), float64 for floats."""
+    if times.dtype.kind in "mM":
+        return times.astype(np.int64)
+    return times
+
+
+def _latest_per_pair(u_codes, i_codes, n_items: int, times: np.ndarray) -> np.ndarray:
+    """The time of each distinct (user, item) pair's latest event, pairs in (user, item) order
+    (the order of the stored entries of the summed CSR matrix)."""
+    pair = np.asarray(u_codes, dtype=np.int64) * n_items + np.asarray(i_codes, dtype=np.int64)
+    order = np.lexsort((time_order_key(times), pair))
+    ordered = pair[order]
+    last = np.ones(pair.size, dtype=bool)
+    last[:-1] = ordered[1:] != ordered[:-1]
+    return times[order[last]]
+
+
+def _submatrix(X: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``X[rows][:, cols]`` (sorted ``rows``, ``cols``) as a canonical CSR of ones, and the position
+    in ``X``'s stored entries of each kept entry (what the timestamps follow)."""
+    P = sp.csr_matrix((np.arange(1, X.nnz + 1, dtype=np.float64), X.indices, X.indptr), shape=X.shape)
+    S = P[rows][:, cols].tocsr()
+    S.sort_indices()
+    kept = sp.csr_matrix((np.ones(S.nnz), S.indices, S.indptr), shape=S.shape)
+    return kept, S.data.astype(np.int64) - 1
+
+
+def _check_choice(value, name: str, choices) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _as_id_list(ids, tuple_ids: bool):
+    """A scalar id (a tuple too, when the ids are tuples) as a one-element list; sequences as given."""
+    if np.ndim(ids) == 0 and not isinstance(ids, (list, np.ndarray, pd.Series, pd.Index)):
+        return [ids]
+    if isinstance(ids, tuple) and tuple_ids:
+        return [ids]
+    return ids
 
 
 def _check_features(F, names, n_items: int):

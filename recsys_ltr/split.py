@@ -18,6 +18,21 @@ Train, validation and test are disjoint and sum to the input matrix.
 
 Everything is vectorised: one uniform random key per nonzero, ineligible entries pushed to
 the end of their row, and a lexsort by (row, key) ranks each user's positives at once.
+
+Time-ordered splits (the positives' times: ``Interactions.timestamps``, or an array
+aligned with the stored entries of the canonical ``X``) return the same ``(train, val, test)``:
+
+* :func:`last_n` -- per user, the ``n`` latest positives are test and the ``val_n`` before them
+  validation (LensKit's ``LastN``); users with fewer than ``n + val_n + 1`` positives stay in train;
+* :func:`last_fraction` -- per user, the latest ``test`` fraction is test and the ``val`` fraction
+  before it validation, counts as :func:`holdout`'s (LensKit's ``LastFrac``);
+* :func:`time_cut` -- one cut for everyone: train before ``test_start``, test from it, optional
+  validation from ``val_start`` to ``test_start``.
+
+Ties in time (several positives of a user at the same time) are ordered by a uniform random key
+drawn from ``random_state`` (one draw per stored entry), so the same seed gives the same split
+and no item is favoured by its index; validation then always precedes test and train precedes
+validation, ties aside.  Each user's ordering is one lexsort by (row, time, tie key).
 """
 
 from __future__ import annotations
@@ -26,9 +41,11 @@ import numbers
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_feedback, check_positive_int, check_random_state, check_real
+from ._validation import check_bool, check_feedback, check_positive_int, check_random_state, check_real
+from .interactions import check_timestamps, time_order_key
 
 __all__ = [
     "eligible_positives",
@@ -37,10 +54,13 @@ __all__ = [
     "holdout_trusted",
     "kfold",
     "kfold_trusted",
+    "last_fraction",
+    "last_n",
     "leave_k_out",
     "novelty_holdout",
     "sample_users",
     "split_counts",
+    "time_cut",
     "top_items",
 ]
 
@@ -246,3 +266,183 @@ def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
     if rng is None:
         return users[np.unique(np.linspace(0, users.size - 1, size).astype(np.int64))]
     return np.sort(rng.choice(users, size, replace=False))
+
+
+# ---------------------------------------------------------------------- time-ordered splits
+def last_n(X, n=1, val_n=0, *, timestamps=None, random_state=0):
+    """Hold out each user's ``n`` latest positives for test and the ``val_n`` before them for
+    validation (LensKit's ``LastN``).
+
+    Parameters
+    ----------
+    X : Interactions, sparse matrix or array
+        Binary users x items feedback; an :class:`~recsys_ltr.Interactions` brings its own
+        ``timestamps``.
+    n, val_n : int
+        Test and validation positives per user (``n >= 1``, ``val_n >= 0``).  Users with fewer
+        than ``n + val_n + 1`` positives (so that one training positive remains) stay entirely
+        in train, as in :func:`leave_k_out`.
+    timestamps : array-like or None
+        The time of each stored entry of the canonical ``X`` (row by row, columns ascending), as
+        ``Interactions.timestamps``: numbers or datetimes
+        (:func:`recsys_ltr.interactions.check_timestamps`); None: ``X.timestamps``.
+    random_state : None, int or numpy.random.Generator
+        Orders ties in time (module docstring).
+
+    Returns
+    -------
+    train, val, test : scipy.sparse.csr_matrix
+        Canonical, disjoint, ``train + val + test == X``; ``val`` is empty when ``val_n == 0``.
+    """
+    X, times = _timed(X, timestamps)
+    n = check_positive_int(n, "n")
+    val_n = check_positive_int(val_n, "val_n", minimum=0)
+    rng = check_random_state(random_state, "random_state")
+    ok = np.diff(X.indptr) >= n + val_n + 1
+    return _assign_by_time(X, time_order_key(times), np.where(ok, n, 0), np.where(ok, val_n, 0), rng)
+
+
+def last_fraction(X, val=0.1, test=0.2, *, timestamps=None, random_state=0):
+    """Hold out each user's latest ``test`` fraction of positives for test and the ``val``
+    fraction before them for validation (LensKit's ``LastFrac``).
+
+    The counts are :func:`holdout`'s (module docstring: ``n_test = min(r(test * n), n - 1)``,
+    ``n_val = min(r(val * n), n - 1 - n_test)``, rounding half up), so every user keeps at least
+    one training positive and a user with ``n <= 2`` positives stays in train at the defaults;
+    only which positives go where differs: the latest ones instead of random ones.  ``X``,
+    ``timestamps`` and ``random_state`` (ties in time) as in :func:`last_n`.
+
+    Returns
+    -------
+    train, val, test : scipy.sparse.csr_matrix
+        Canonical, disjoint, ``train + val + test == X``.
+    """
+    X, times = _timed(X, timestamps)
+    val, test = _check_fractions(val, test)
+    rng = check_random_state(random_state, "random_state")
+    counts = np.diff(X.indptr)
+    n_test, n_val = split_counts(counts, counts, val, test)
+    return _assign_by_time(X, time_order_key(times), n_test, n_val, rng)
+
+
+def time_cut(X, test_start, val_start=None, *, timestamps=None, drop_cold_users=False, drop_cold_items=False):
+    """One cut in time for every user: train before ``test_start``, test from it on.
+
+    Parameters
+    ----------
+    X : Interactions, sparse matrix or array
+        As in :func:`last_n`.
+    test_start : number or datetime-like
+        First time of the test part: a number for numeric timestamps; for ``datetime64`` ones
+        anything ``pandas.Timestamp`` reads (``"1998-03-01"``, a ``datetime``; a
+        time-zone-aware value is converted to UTC).  Both parts must be non-empty: it must be
+        later than the earliest time and not later than the latest.
+    val_start : number, datetime-like or None
+        First time of the validation part, later than the earliest time and before
+        ``test_start``: validation is ``val_start <= t < test_start``, train ``t < val_start``.
+        None: no validation (an empty ``val``).
+    timestamps : array-like or None
+        As in :func:`last_n`.
+    drop_cold_users, drop_cold_items : bool
+        A user or item is *cold* for a part when it has no positive in the parts before it
+        (for validation: none in train; for test: none in train nor in the validation part
+        returned).  False (the default): their positives stay in validation and test,
+        ``train + val + test == X``, and a user without history is ranked as the model ranks an
+        empty row (by popularity, for most models).  True: they are dropped from validation and
+        test, and are then in no part (the parts sum to less than ``X``).
+
+    Returns
+    -------
+    train, val, test : scipy.sparse.csr_matrix
+        Canonical and disjoint; every train time is before every validation time, and every
+        validation time before every test time.
+    """
+    X, times = _timed(X, timestamps)
+    drop_cold_users = check_bool(drop_cold_users, "drop_cold_users")
+    drop_cold_items = check_bool(drop_cold_items, "drop_cold_items")
+    key = time_order_key(times)
+    first, last = times[np.argmin(key)], times[np.argmax(key)]
+    span = f"the timestamps run from {_show(first)} to {_show(last)}"
+    test_at = _cut_key(test_start, times, "test_start")
+    if not key.min() < test_at <= key.max():
+        empty = "training" if test_at <= key.min() else "test"
+        raise ValueError(
+            f"test_start={test_start!r} leaves the {empty} part empty: {span}; test_start must be after the "
+            "first time and at most the last"
+        )
+    val_at = test_at
+    if val_start is not None:
+        val_at = _cut_key(val_start, times, "val_start")
+        if not key.min() < val_at < test_at:
+            raise ValueError(
+                f"val_start={val_start!r} must be after the first time and before test_start={test_start!r} ({span})"
+            )
+    rows = _rows(X)
+    is_test = key >= test_at
+    is_val = ~is_test & (key >= val_at)
+    is_train = ~(is_test | is_val)
+    cold = [(rows, X.shape[0])] * drop_cold_users + [(X.indices, X.shape[1])] * drop_cold_items
+    for of, size in cold:  # validation: history in train
+        is_val &= (np.bincount(of[is_train], minlength=size) > 0)[of]
+    for of, size in cold:  # test: history in train or in the validation part kept
+        is_test &= (np.bincount(of[is_train | is_val], minlength=size) > 0)[of]
+    return _subset(X, rows, is_train), _subset(X, rows, is_val), _subset(X, rows, is_test)
+
+
+def _show(time) -> str:
+    """A time as people read it (``1998-04-22 23:10:38``, ``5``)."""
+    kind = np.asarray(time).dtype.kind
+    return str(pd.Timestamp(time) if kind == "M" else pd.Timedelta(time) if kind == "m" else np.asarray(time).item())
+
+
+def _timed(X, timestamps) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The canonical ``X`` and the checked times of its stored entries: ``timestamps``, else the
+    ``timestamps`` of an Interactions ``X``."""
+    C = check_feedback(X)
+    if timestamps is not None:
+        return C, check_timestamps(timestamps, C.nnz, "timestamps", "stored entry of X, row by row")
+    own = getattr(X, "timestamps", None)
+    if own is None:
+        what = "this Interactions has none" if hasattr(X, "timestamps") else f"X is a {type(X).__name__}"
+        raise ValueError(
+            "a time-ordered split needs timestamps: pass timestamps= (one per stored entry of X) or an "
+            f"Interactions built with timestamp_col= or timestamps= ({what})"
+        )
+    return C, check_timestamps(own, C.nnz, "X.timestamps", "stored entry of X.matrix")
+
+
+def _cut_key(value, times, name):
+    """The cut ``value`` in the units of :func:`~recsys_ltr.interactions.time_order_key` of ``times``."""
+    kind = times.dtype.kind
+    if kind not in "mM":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number like the timestamps, got {value!r}")
+        if not np.isfinite(float(value)):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return value
+    what = "duration" if kind == "m" else "date or time"
+    if value is None or isinstance(value, (bool, numbers.Number, np.number)):
+        raise TypeError(f"{name} must be a {what} like the timestamps, got {value!r}")
+    try:
+        stamp = pd.Timedelta(value) if kind == "m" else pd.Timestamp(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a {what} like the timestamps, got {value!r} ({exc})") from None
+    if stamp is pd.NaT:
+        raise ValueError(f"{name} is a missing time (NaT)")
+    if kind == "M" and stamp.tzinfo is not None:
+        stamp = stamp.tz_convert("UTC").tz_localize(None)
+    value = stamp.to_timedelta64() if kind == "m" else stamp.to_datetime64()
+    return value.astype(times.dtype).astype(np.int64)
+
+
+def _assign_by_time(X, key, n_test, n_val, rng):
+    """Route each user's ``n_test`` latest positives to test, the ``n_val`` before them to
+    validation, the rest to train (ties in ``key`` ordered by one uniform draw per entry)."""
+    rows = _rows(X)
+    order = np.lexsort((rng.random(X.nnz), key, rows))  # within a row: earliest first
+    position = np.empty(X.nnz, dtype=np.int64)
+    position[order] = np.arange(X.nnz)
+    from_end = X.indptr[1:][rows].astype(np.int64) - 1 - position  # 0: the user's latest positive
+    is_test = from_end < n_test[rows]
+    is_val = ~is_test & (from_end < (n_test + n_val)[rows])
+    return _subset(X, rows, ~(is_test | is_val)), _subset(X, rows, is_val), _subset(X, rows, is_test)

@@ -1,4 +1,9 @@
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
 import weakref
 from functools import partial
 
@@ -8,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from recsys_ltr import datasets, split
+from recsys_ltr import Interactions, datasets, split
 from recsys_ltr.datasets import ENV_VAR, make_synthetic
 from recsys_ltr.eval import runner
 from recsys_ltr.eval.__main__ import main
@@ -136,32 +141,78 @@ def test_bad_arguments(small):
         (["--folds", "0"], "--folds: must be >= 1, got 0"),
         (["--jobs", "0"], "--jobs: must be >= 1, got 0"),
         (["--k", "x"], "--k: invalid int value: 'x'"),
+        (["--protocol", "bogus"], "argument --protocol: invalid choice: 'bogus'"),
+        (["--log-level", "loud"], "argument --log-level: invalid choice: 'LOUD'"),
         (["--models", "popularity,nope"], "unknown model(s) nope; known: item-p"),
         (["--models", ","], "unknown model(s) (none given)"),
-        (["--dataset", "nope"], "unknown data set 'nope'"),
-        (["--dataset", "movielens-100k", "--data-dir", "/nonexistent"], "not found (searched /nonexistent"),
-        (["--data-dir", "/nonexistent"], "movielens-100k is not in the data directory /nonexistent"),
+        (["--dataset", "nope"], "unknown data set 'nope'; known: citeulike-a, gowalla"),
+        (["--dataset", "movielens-100"], "unknown data set 'movielens-100' (did you mean movielens-100k or "),
+        (["--dataset", "gowala", "--protocol", "fixed"], "unknown data set 'gowala' (did you mean gowalla?)"),
+        (
+            ["--dataset", "movielens-100k", "--data-dir", "EMPTY"],
+            "data set movielens-100k not found: u.data, u.item, u.genre missing in EMPTY/movielens-100k; ",
+        ),
+        (["--dataset", "lastfm-2k", "--data-dir", "EMPTY"], "pass --data-dir <dir> or set $RECSYS_LTR_DATA=<dir>"),
+        (["--dataset", "movielens-100k", "--data-dir", "/nonexistent"], "--data-dir /nonexistent does not exist"),
+        (["--data-dir", "EMPTY"], "movielens-100k is not in the data directory EMPTY (--data-dir)"),
+        (
+            ["--dataset", "synthetic", "--protocol", "temporal"],
+            "--protocol temporal needs the time of each interaction and synthetic has none; data sets with "
+            "timestamps: movielens-100k",
+        ),
         (["--dataset", "synthetic", "--k", "501"], "--k 501 is larger than the catalogue (500 items)"),
         (["--dataset", "synthetic", "--protocol", "novelty", "--exclude-top", "500"], "--exclude-top 500 leaves no"),
         (["--dataset", "synthetic", "--out", __file__], f"--out {__file__} names a file"),
     ],
 )
-def test_cli_bad_input_is_a_one_line_usage_error(argv, message, capsys, monkeypatch):
+def test_cli_bad_input_is_one_line_and_a_hint(argv, message, capsys, monkeypatch, tmp_path):
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no download cache to find the sets in
+    argv = [str(tmp_path) if a == "EMPTY" else a for a in argv]
+    message = message.replace("EMPTY", str(tmp_path))
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--quiet"])
-    assert exc.value.code == 2  # argparse's usage error, not a traceback
-    err = capsys.readouterr().err
-    last = err.strip().splitlines()[-1]  # after the usage: one error line, no traceback
-    assert last.startswith("python -m recsys_ltr.eval: error: ") and message in last
-    assert "Traceback" not in err
+    assert exc.value.code == 2  # a usage error, not a traceback
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2, lines  # the error and the hint: argparse's full usage only with --help
+    assert lines[0].startswith("python -m recsys_ltr.eval: error: ") and message in lines[0], lines[0]
+    assert lines[1] == "(python -m recsys_ltr.eval --help lists every option, the data sets and the models)"
 
 
 def test_env_data_dir_without_the_default_set_raises(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     with pytest.raises(SystemExit):
         main(["--models", "popularity", "--quiet"])
-    assert f"not in the data directory {tmp_path}" in capsys.readouterr().err
+    assert f"not in the data directory {tmp_path} ($RECSYS_LTR_DATA)" in capsys.readouterr().err
+
+
+def test_a_data_directory_env_that_does_not_exist_is_one_line(tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "nowhere"
+    monkeypatch.setenv(ENV_VAR, str(missing))
+    for argv in (["--models", "popularity"], ["--dataset", "lastfm-2k", "--models", "popularity"]):
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--quiet"])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"python -m recsys_ltr.eval: error: $RECSYS_LTR_DATA={missing} does not exist: point it at the directory "
+            "holding the data sets' folders, or unset it"
+        ]
+    assert (
+        main(
+            [
+                "--dataset",
+                "synthetic",
+                "--folds",
+                "1",
+                "--models",
+                "popularity",
+                "--out",
+                str(tmp_path / "r"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
 
 
 def test_runner_folds_are_split_folds(monkeypatch):
@@ -773,3 +824,114 @@ def test_cli_fixed_protocol(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["--dataset", "gowalla", "--protocol", "fixed", "--folds", "3", "--out", str(out), "--quiet"])
     assert "the fixed protocol has one split" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- what runs, what is shown
+def _first_base(bases, num_threads=0):
+    """A stand-in stacking method: its first base as it is (fast, and equal to that base's row)."""
+    return bases[0]
+
+
+def test_header_names_the_added_bases_and_the_table_marks_them(tmp_path, monkeypatch, capsys):
+    fake = Method("stack-fake", _first_base, stack_on=("item-p", "user-p"))
+    monkeypatch.setitem(METHODS, "stack-fake", fake)
+    out = tmp_path / "run"
+    argv = ["--dataset", "synthetic", "--folds", "1", "--models", "popularity,stack-fake", "--out", str(out)]
+    assert main([*argv, "--quiet", "--log-level", "WARNING"]) == 0
+    printed, err = capsys.readouterr()
+    header = err.splitlines()[:3]
+    assert header[0].startswith("synthetic: 1000 users x 500 items, ") and "standard protocol, 1 fold(s)" in header[0]
+    assert header[1] == "runs 4 method(s): popularity, stack-fake; added item-p, user-p: bases of stack-fake"
+    assert header[2].startswith("serial executor: 1 unit(s) at once")
+    rows = {line.split(" | ")[1]: line for line in printed.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"popularity", "stack-fake", "item-p°", "user-p°"}
+    # stack-fake is item-p as tuned on the fold: the two rows are equal, and only the one asked for is the best
+    assert "**" in rows["stack-fake"] and "**" not in rows["item-p°"] and "**" not in rows["user-p°"]
+    plain = [cell.replace("**", "").replace("†", "") for cell in rows["stack-fake"].split(" | ")[2:]]
+    assert plain == rows["item-p°"].split(" | ")[2:]
+    assert "°: not asked for (--models): run as a base of stack-fake; not in the contest for the best" in printed
+    summary = json.loads((out / "standard" / "summary.json").read_text())
+    assert summary["meta"]["added"] == {"item-p": ["stack-fake"], "user-p": ["stack-fake"]}
+    assert summary["wilcoxon"]["ADG"]["best"] == "stack-fake"
+    assert {summary["wilcoxon"][m]["runner_up"] for m in summary["wilcoxon"]} == {"popularity"}
+
+
+def _timed_synthetic():
+    """The synthetic set with a time per positive that follows the planted factors loosely."""
+    data = make_synthetic(n_users=200, n_items=120, factor_scale=3.0, random_state=5)
+    rng = np.random.default_rng(0)
+    return Interactions(data.matrix, timestamps=rng.integers(0, 10_000, data.nnz))
+
+
+def test_temporal_protocol_tunes_on_the_earlier_part_and_refits_before_the_test_part(small):
+    data = _timed_synthetic()
+    parts = split.last_fraction(data, val=0.1, test=0.2)
+    (res,) = run_experiment(data.matrix, ["item-p"], protocol="temporal", parts=parts, show_progress=False).results
+    train, valid, test = parts
+    assert res.select == "ADG" and list(res.per_user) == METRICS  # the holdout protocols' table and selection
+    for t in res.trials:
+        model = get_method("item-p").build(**t["params"]).fit(train)
+        assert t["validation"] == pytest.approx(evaluate(model, train, valid, metrics=("ADG",))["ADG"])
+    union = (train + valid).tocsr()
+    refit = get_method("item-p").build(**res.params).fit(union)
+    expected = evaluate(refit, union, test, metrics=("ADG", "REC@10"))
+    assert res.test["ADG"] == pytest.approx(expected["ADG"], rel=1e-12)
+    with pytest.raises(ValueError, match=r"protocol='temporal' needs parts=\(train, valid, test\), a time-ordered"):
+        run_experiment(data.matrix, ["popularity"], protocol="temporal", show_progress=False)
+
+
+def test_cli_temporal_protocol(tmp_path, monkeypatch, capsys):
+    data = _timed_synthetic()
+    monkeypatch.setattr(datasets, "load", lambda name, data_dir=None: data)
+    monkeypatch.setattr(datasets, "missing_files", lambda name, data_dir=None: [])
+    out = tmp_path / "run"
+    argv = ["--dataset", "movielens-100k", "--protocol", "temporal", "--models", "popularity,item-p", "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 0
+    summary = json.loads((out / "temporal" / "summary.json").read_text())
+    meta = summary["meta"]
+    assert (meta["protocol"], meta["folds"], meta["k"], meta["select"]) == ("temporal", 1, 10, "ADG")
+    assert meta["split"] == "split.last_fraction(val=0.1, test=0.2, random_state=0)"
+    results = pd.read_csv(out / "temporal" / "results.csv")
+    assert set(results["method"]) == {"popularity", "item-p"} and set(results["fold"]) == {0}
+    assert "| affinity | method | ADG | REC@10 |" in (out / "temporal" / "table.md").read_text()
+    assert "movielens-100k, temporal protocol, mean (standard error over the test users of the single fold)" in (
+        capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit):
+        main([*argv, "--folds", "3", "--quiet"])
+    assert "--folds 3: the temporal protocol has one split" in capsys.readouterr().err
+
+
+def test_outside_a_terminal_the_run_logs_a_line_per_unit(tmp_path):
+    """stderr to a file (CI, nohup): the header, then a log line per stage and per finished unit."""
+    log = tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "recsys_ltr.eval", "--dataset", "synthetic", "--folds", "2"]
+    command += ["--models", "popularity,item-p", "--out", str(tmp_path / "run")]
+    env = {**os.environ, "RECSYS_LTR_COMPILE_NOTICE": "0"}
+    with open(log, "w") as stderr:
+        run = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, timeout=600)
+    assert run.returncode == 0
+    lines = log.read_text().splitlines()
+    units = [line for line in lines if re.search(r"INFO recsys_ltr\.eval\.runner: \[\d/4\] ", line)]
+    assert len(units) == 4, lines
+    for fold in (0, 1):
+        for method in ("popularity", "item-p"):
+            assert any(f"{method} fold {fold} finished in " in line and "validation ADG 0." in line for line in units)
+    assert any(re.search(r"item-p fold 0 finished in \d+\.\d s: k=\d+, validation ADG", line) for line in units)
+    for stage in ("item-p fold 1: tuning on validation ADG", "item-p fold 1: tuned in ", "item-p fold 1: tested on "):
+        assert any(stage in line for line in lines), stage
+    assert "| affinity | method |" in run.stdout
+    # --log-level WARNING: the header only
+    with open(log, "w") as stderr:
+        subprocess.run(
+            [*command, "--log-level", "warning"], stdout=subprocess.PIPE, stderr=stderr, env=env, timeout=600
+        )
+    assert not [line for line in log.read_text().splitlines() if " INFO " in line]
+
+
+def test_the_run_leaves_the_logging_configuration_as_it_found_it(tmp_path):
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level, logging.getLogger("recsys_ltr").level)
+    argv = ["--dataset", "synthetic", "--folds", "1", "--models", "popularity", "--out", str(tmp_path), "--quiet"]
+    assert main([*argv, "--log-level", "DEBUG"]) == 0
+    assert (list(root.handlers), root.level, logging.getLogger("recsys_ltr").level) == before

@@ -1,6 +1,7 @@
 """What a new user meets first: the main job's outputs and messages, its help, its charts, and
 progress bars on long fits (on when asked, or in a terminal; silent otherwise)."""
 
+import logging
 import os
 import re
 import subprocess
@@ -50,8 +51,8 @@ def test_without_data_the_first_line_says_what_is_missing_where_and_how_to_get_i
     for part in ("$RECSYS_LTR_DATA is not set", "../shared/datasets does not exist", "SYNTHETIC",
                  "datasets.download('movielens-100k')", "--data-dir", "datasets/README.md"):  # fmt: skip
         assert part in first
-    above_table = out[: out.index("| affinity | method |")]
-    assert first in above_table and "synthetic (SYNTHETIC data" in above_table
+    assert (out + err).count("NOTE:") == 1  # the note once, first on standard error
+    assert "synthetic (SYNTHETIC data" in out[: out.index("| affinity | method |")]
     assert (work / "runs" / "synthetic" / "standard" / "summary.json").is_file()
 
 
@@ -181,6 +182,35 @@ def test_none_means_on_in_a_terminal(feedback, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stderr", Terminal(sys.stderr))
     assert ItemKNN(k=5)._progress() is True
     assert ItemKNN(k=5, show_progress=False)._progress() is False
+
+
+def test_long_fits_log_their_start_and_end_at_info(feedback, caplog):
+    """Outside a terminal there is no bar: ALS, BPR, EASE (both solvers), SLIM and GF-CF say when a
+    fit starts (size, setting) and ends (seconds) on their module's logger, not per iteration."""
+    from recsys_ltr.models import ALS, BPR, EASE, GFCF, SLIM, ItemKNN
+
+    fits = {
+        "recsys_ltr.models.factorization": [ALS(factors=4, iterations=3, num_threads=1), BPR(factors=4, iterations=3)],
+        "recsys_ltr.models.ease": [EASE(solver="dense"), EASE(solver="sparse", k=10)],
+        "recsys_ltr.models.slim": [SLIM(k=10)],
+        "recsys_ltr.models.graph_filter": [GFCF(factors=4)],
+    }
+    for module, models in fits.items():
+        for model in models:
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="recsys_ltr"):
+                model.fit(feedback)
+            lines = [r.getMessage() for r in caplog.records if r.name == module]
+            name = type(model).__name__
+            assert len(lines) == 2, lines
+            assert lines[0].startswith(f"{name} fit: 120 users x 80 items, {feedback.nnz} positives; ")
+            assert re.fullmatch(rf"{name} fit: done in \d+\.\d\d s( \((dense|sparse) solve\))?", lines[1]), lines[1]
+            if name == "EASE":
+                assert lines[1].endswith(f"({model.solver} solve)")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="recsys_ltr"):
+        ItemKNN(k=5).fit(feedback)  # a fast fit stays quiet
+    assert not caplog.records
 
 
 def test_progress_does_not_change_results(feedback):

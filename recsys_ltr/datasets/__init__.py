@@ -21,12 +21,13 @@ from ._registry import (
     search_dirs,
 )
 from .letor import load_letor
-from .loaders import PRESPLIT, available, list_datasets, load, load_presplit
+from .loaders import PRESPLIT, TIMESTAMPED, available, list_datasets, load, load_presplit
 from .synthetic import make_synthetic
 
 __all__ = [
     "ENV_VAR",
     "PRESPLIT",
+    "TIMESTAMPED",
     "ChecksumError",
     "available",
     "cache_dir",

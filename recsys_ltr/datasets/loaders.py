@@ -1,17 +1,21 @@
 """Loaders turning the registered real data sets into :class:`recsys_ltr.Interactions`.
 
-=========================  ==========================================================  ==============
-name                       positives                                                   item content
-=========================  ==========================================================  ==============
-``movielens-100k``         ``u.data`` ratings ``>= 4``                                 19 genre flags
-``movielens-1m-implicit``  train + valid + test merged (ratings ``>= 3``, pre-binarized)  --
-``lastfm-2k``              ``user_artists.dat``: any positive listening count          artist tag counts
-``citeulike-a``            ``users.dat`` libraries                                     article tags
-``msweb``                  ``anonymous-msweb.data`` (the training part) Vroot visits   --
-``gowalla``                train + valid + test merged (pre-binarized check-ins)       --
-=========================  ==========================================================  ==============
+=========================  ==========================================================  =================  ==========
+name                       positives                                                   item content       timestamps
+=========================  ==========================================================  =================  ==========
+``movielens-100k``         ``u.data`` ratings ``>= 4``                                 19 genre flags     yes
+``movielens-1m-implicit``  train + valid + test merged (ratings ``>= 3``, pre-binarized)  --                 --
+``lastfm-2k``              ``user_artists.dat``: any positive listening count          artist tag counts  --
+``citeulike-a``            ``users.dat`` libraries                                     article tags       --
+``msweb``                  ``anonymous-msweb.data`` (the training part) Vroot visits   --                 --
+``gowalla``                train + valid + test merged (pre-binarized check-ins)       --                 --
+=========================  ==========================================================  =================  ==========
 
 External ids are the files' own ids (ints); users and items without a positive are dropped.
+The sets of :data:`TIMESTAMPED` keep the time of each positive (``Interactions.timestamps``):
+movielens-100k the Unix seconds of ``u.data`` (int64), so that the time-ordered splits of
+:mod:`recsys_ltr.split` apply.  The others' files carry no time of the interactions they load
+(lastfm-2k dates its tag assignments, not its listening counts; the pre-split sets ship no times).
 :func:`load_presplit` gives the published train/valid/test of the pre-split sets.
 Files are located and checksummed by :mod:`recsys_ltr.datasets._registry`.
 """
@@ -30,11 +34,13 @@ from ..interactions import Interactions
 from ._registry import dataset_info, dataset_path, is_present, open_text, read_bytes
 from ._registry import list_datasets as _registered
 
-__all__ = ["PRESPLIT", "available", "list_datasets", "load", "load_presplit"]
+__all__ = ["PRESPLIT", "TIMESTAMPED", "available", "list_datasets", "load", "load_presplit"]
 
 _PRESPLIT = ("train", "valid", "test")
 #: The data sets that ship a published train / valid / test split (:func:`load_presplit`).
 PRESPLIT = ("gowalla", "movielens-1m-implicit")
+#: The data sets whose :func:`load` keeps a timestamp per positive (``Interactions.timestamps``).
+TIMESTAMPED = ("movielens-100k",)
 
 
 def list_datasets(include_ltr: bool = False) -> list[str]:
@@ -144,7 +150,7 @@ def _movielens_100k(data_dir, verify) -> Interactions:
     ratings = _tsv(
         "movielens-100k", "u.data", data_dir, verify, header=None, names=["user", "item", "rating", "timestamp"]
     )
-    data = Interactions.from_dataframe(ratings, weight_col="rating", threshold=4, rule=">=")
+    data = Interactions.from_dataframe(ratings, weight_col="rating", threshold=4, rule=">=", timestamp_col="timestamp")
     with open_text(dataset_path("movielens-100k", "u.genre", data_dir, verify), "latin-1") as f:
         genres = pd.read_csv(f, sep="|", header=None, names=["genre", "index"]).dropna()
     with open_text(dataset_path("movielens-100k", "u.item", data_dir, verify), "latin-1") as f:

@@ -18,35 +18,51 @@ worker (Ray retries the unit) or a restart resumes where it stopped.
 Reproducibility: splits, tuning and every deterministic model give the same numbers for a seed
 whatever the executor and ``--jobs``; Hogwild-trained models (FEBR, BPR, LightFM) are bit-for-bit
 reproducible only on one thread per job (e.g. ``--jobs`` equal to the number of cores).
+
+Messages: the header (standard error) says what runs -- the methods asked for and those added as
+the bases of a stacking method, and why --; a usage error is one line and a hint, the full usage
+only with ``--help``.  Outside a terminal (CI, nohup, a scheduler) the run logs its stages and each
+finished (method, fold) unit at ``INFO`` on standard error (``--log-level``; in a terminal the
+progress bar shows the progress and the level defaults to ``WARNING``).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import os
 import shutil
 import sys
 import textwrap
 import time
 
-from recsys_ltr import datasets
-from recsys_ltr.eval.methods import METHODS
+from recsys_ltr import datasets, split
+from recsys_ltr._progress import progress_write
+from recsys_ltr.eval.methods import METHODS, get_method
 from recsys_ltr.eval.report import error_caption, format_table, paired_tests, summarize, write_outputs
 from recsys_ltr.eval.runner import (
     HOLDOUT_PROTOCOLS,
+    LOG_FORMAT,
     PROTOCOLS,
     check_unit_executor,
+    method_of,
     run_experiment,
     selection_metric,
     table_metrics,
     unit_executor,
+    with_bases,
 )
 from recsys_ltr.executors import EXECUTORS, RayExecutor
 
 DEFAULT_REAL = "movielens-100k"
 DEFAULT_MODELS = "all"
 RUNS_DIR = "runs"
+PROG = "python -m recsys_ltr.eval"
+#: The temporal protocol's split: per user the latest 20% of the positives as test and the 10%
+#: before them as validation (:func:`recsys_ltr.split.last_fraction`).
+TEMPORAL_VAL, TEMPORAL_TEST = 0.1, 0.2
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 _DESCRIPTION = """\
 Compare top-N recommenders under the dissertation's protocol (sec. 4.7.3-4.7.5): per user, 10% of \
@@ -54,15 +70,18 @@ the positives are held out for validation and 20% for test; each method is tuned
 validation ADG, evaluated on test, and compared with the runner-up by a paired Wilcoxon test over \
 users. Under --protocol fixed, a data set's published train / valid / test split is used instead \
 (gowalla as LightGCN's papers use it): settings are chosen on validation Recall@k, the chosen one is \
-refitted on train + valid and tested on test, with Recall@k and NDCG@k at --k 20 by default. \
-Tables, CSV/JSON files, one bar chart per metric and a resumable cache are written to --out \
-(default: runs/<data set>/)."""
+refitted on train + valid and tested on test, with Recall@k and NDCG@k at --k 20 by default. Under \
+--protocol temporal (data sets with timestamps), each user's latest 20% of the positives are the test \
+part and the 10% before them the validation part; settings are chosen on validation ADG and the chosen \
+one is refitted on train + valid (one split). Tables, CSV/JSON files, one bar chart per metric and a \
+resumable cache are written to --out (default: runs/<data set>/)."""
 
 _EXAMPLES = (
     ("standard protocol", "python -m recsys_ltr.eval --dataset movielens-100k --models item-p,KUNN,ease"),
     ("novelty protocol", "python -m recsys_ltr.eval --dataset lastfm-2k --protocol novelty --exclude-top 100"),
     ("both protocols", "python -m recsys_ltr.eval --dataset msweb --protocol both --folds 3 --jobs 2"),
     ("published split", "python -m recsys_ltr.eval --dataset gowalla --protocol fixed --models GF-CF,ALS,FEBR-stack"),
+    ("time-ordered split", "python -m recsys_ltr.eval --dataset movielens-100k --protocol temporal --models EASE,ALS"),
 )
 
 
@@ -99,6 +118,23 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors are one line and a hint (the full usage is ``--help``'s)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n{HINT}\n")
+
+
+HINT = f"({PROG} --help lists every option, the data sets and the models)"
+
+
+def fail(message: str) -> None:
+    """Exit with status 2 and ``message`` as the one line on standard error (no usage, no hint):
+    for a problem of the environment rather than of the arguments."""
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    raise SystemExit(2)
+
+
 def default_dataset(data_dir) -> tuple[str, str | None]:
     """The default data set and, when it falls back to synthetic data, the reason.
 
@@ -113,9 +149,11 @@ def default_dataset(data_dir) -> tuple[str, str | None]:
         return DEFAULT_REAL, None
     explicit = data_dir if data_dir is not None else os.environ.get(datasets.ENV_VAR)
     if explicit:
+        where = "--data-dir" if data_dir is not None else f"${datasets.ENV_VAR}"
         raise FileNotFoundError(
-            f"the default data set {DEFAULT_REAL} is not in the data directory {explicit}; "
-            "pass --dataset (e.g. --dataset synthetic) or fix --data-dir/$" + datasets.ENV_VAR
+            f"the default data set {DEFAULT_REAL} is not in the data directory {explicit} ({where}): "
+            f"{', '.join(missing)} missing in {os.path.join(explicit, DEFAULT_REAL)}; pass --dataset (e.g. --dataset "
+            f"synthetic), or point --data-dir or ${datasets.ENV_VAR} at the directory holding {DEFAULT_REAL}/"
         )
     searched = " and ".join(str(d / DEFAULT_REAL) for d in datasets.search_dirs(data_dir))
     shared = os.path.join("..", "shared", "datasets")
@@ -147,8 +185,8 @@ def _at_least(minimum):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m recsys_ltr.eval",
+    p = _Parser(
+        prog=PROG,
         description=_paragraph(_DESCRIPTION),
         epilog=_epilog(),
         formatter_class=_HelpFormatter,
@@ -163,15 +201,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", metavar="DIR", help=f"data directory (default: ${datasets.ENV_VAR}, else ../shared/datasets)"
     )
     p.add_argument(
-        "--folds", type=_at_least(1), help="number of seeded splits (default: 3; the fixed protocol has one)"
+        "--folds",
+        type=_at_least(1),
+        help="number of seeded splits (default: 3; the fixed and temporal protocols have one)",
     )
     p.add_argument(
         "--protocol",
         choices=(*PROTOCOLS, "both"),
         default="standard",
         help="standard (Table 4.3), novelty (Table 4.4: the most popular items are never held out, and every "
-        "non-stacking method gets a second row with them ranked last), both of these, or fixed (the data set's "
-        f"published train / valid / test split: {', '.join(datasets.PRESPLIT)})",
+        "non-stacking method gets a second row with them ranked last), both of these, fixed (the data set's "
+        f"published train / valid / test split: {', '.join(datasets.PRESPLIT)}), or temporal (per user the latest "
+        f"20%% of the positives as test, the 10%% before them as validation: data sets with timestamps, "
+        f"{', '.join(datasets.TIMESTAMPED)})",
     )
     p.add_argument(
         "--exclude-top",
@@ -223,18 +265,77 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", metavar="DIR", help="result cache (default: <out>/cache)")
     p.add_argument("--no-cache", action="store_true", help="recompute every unit (finished ones are re-cached)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it is shown only in a terminal anyway)")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help="what the run logs on standard error: INFO logs each stage and each finished (method, fold) unit; "
+        "default: INFO when standard error is not a terminal (CI, nohup, a scheduler), else WARNING (the progress "
+        f"bar shows the progress); one of {', '.join(LOG_LEVELS)}",
+    )
     return p
 
 
-def load_data(name: str, data_dir, fixed: bool = False):
-    """``(data, parts)``: the data set, and its published ``(train, valid, test)`` when ``fixed``."""
-    if fixed:
+def load_data(name: str, data_dir, protocol: str = "standard", seed: int = 0):
+    """``(data, parts)``: the data set, and the one split of the protocols that have one: the
+    published ``(train, valid, test)`` under ``"fixed"``, the time-ordered one under
+    ``"temporal"`` (:data:`TEMPORAL_VAL`, :data:`TEMPORAL_TEST`; ties in time ordered by ``seed``)."""
+    if protocol == "fixed":
         data, parts = datasets.load_presplit(name, data_dir=data_dir)
         return data, (parts["train"], parts["valid"], parts["test"])
     if name == "synthetic":
         # Strong enough latent structure that personalised models beat popularity.
-        return datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, random_state=0), None
-    return datasets.load(name, data_dir=data_dir), None
+        data = datasets.make_synthetic(n_users=1000, n_items=500, factor_scale=3.0, random_state=0)
+    else:
+        data = datasets.load(name, data_dir=data_dir)
+    if protocol != "temporal":
+        return data, None
+    if data.timestamps is None:
+        raise ValueError(
+            f"--protocol temporal needs the time of each interaction and {name} has none; data sets with "
+            f"timestamps: {', '.join(datasets.TIMESTAMPED)}"
+        )
+    return data, split.last_fraction(data, val=TEMPORAL_VAL, test=TEMPORAL_TEST, random_state=seed)
+
+
+def check_dataset(parser, name: str, data_dir) -> None:
+    """Usage errors for a data set that cannot be loaded: an unknown name (with the closest known
+    ones), or a registered set whose files are missing (where they were looked for, how to point
+    ``--data-dir`` or ``$RECSYS_LTR_DATA`` at them, how to get them)."""
+    known = [*datasets.list_datasets(), "synthetic"]
+    if name == "synthetic" or (name in datasets.list_datasets(include_ltr=True) and name not in known):
+        return  # a learning-to-rank set: datasets.load says what to use instead
+    if name not in known:
+        close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        parser.error(f"unknown data set {name!r}{hint}; known: {', '.join(known)}")
+    missing = datasets.missing_files(name, data_dir)
+    if missing:
+        searched = " and ".join(str(d / name) for d in datasets.search_dirs(data_dir))
+        get = (
+            f"python -c \"from recsys_ltr import datasets; datasets.download('{name}')\" fetches it, or put"
+            if datasets.dataset_info(name).get("sources")
+            else "put"
+        )
+        parser.error(
+            f"data set {name} not found: {', '.join(missing)} missing in {searched}; {get} its files in "
+            f"<dir>/{name}/ and pass --data-dir <dir> or set ${datasets.ENV_VAR}=<dir> (see datasets/README.md)"
+        )
+
+
+def check_data_dir(parser, data_dir) -> None:
+    """A data directory given (``--data-dir``, ``$RECSYS_LTR_DATA``) that does not exist: one line."""
+    if data_dir is not None:
+        if not os.path.isdir(os.path.expanduser(data_dir)):
+            parser.error(f"--data-dir {data_dir} does not exist (it is the directory holding <data set>/ folders)")
+        return
+    env = os.environ.get(datasets.ENV_VAR)
+    if env and not os.path.isdir(os.path.expanduser(env)):
+        fail(
+            f"${datasets.ENV_VAR}={env} does not exist: point it at the directory holding the data sets' folders, "
+            "or unset it"
+        )
 
 
 def parse_methods(parser, text) -> list[str]:
@@ -267,6 +368,8 @@ def check_arguments(parser, args, data, protocols) -> None:
             parser.error(f"{flag} {path} names a file; give a directory (it is created if missing)")
     if args.protocol == "fixed" and args.folds not in (None, 1):
         parser.error(f"--folds {args.folds}: the fixed protocol has one split, the published one")
+    if args.protocol == "temporal" and args.folds not in (None, 1):
+        parser.error(f"--folds {args.folds}: the temporal protocol has one split, the time-ordered one")
     if args.k > data.n_items:
         parser.error(f"--k {args.k} is larger than the catalogue ({data.n_items} items)")
     if "novelty" in protocols and args.exclude_top >= data.n_items:
@@ -289,36 +392,112 @@ def make_executor(parser, args):
     return unit_executor(executor, jobs)
 
 
+def added_methods(methods) -> dict[str, list[str]]:
+    """The methods the run adds to ``methods`` (the bases of its stacking methods), each with the
+    stacking methods that need it."""
+    added = {}
+    for name in with_bases(methods):
+        if name not in methods:
+            added[name] = [m for m in methods if name in get_method(m).stack_on]
+    return added
+
+
+def describe_methods(methods, added) -> str:
+    """The header's line of what runs: the methods asked for, then the added ones and why."""
+    text = f"runs {len(methods) + len(added)} method(s): {', '.join(methods)}"
+    groups = {}
+    for name, needed_by in added.items():
+        groups.setdefault(tuple(needed_by), []).append(name)
+    for needed_by, names in groups.items():
+        text += f"; added {', '.join(names)}: bases of {' and '.join(needed_by)}"
+    return text
+
+
+class _ProgressHandler(logging.StreamHandler):
+    """Log records on standard error above any progress bar (``tqdm.write``), not through it."""
+
+    def emit(self, record):
+        try:
+            progress_write(self.format(record))
+        except Exception:  # logging's own habit: a failing handler reports, never raises
+            self.handleError(record)
+
+
+def configure_logging(level):
+    """Log the package's records at ``level`` (None: ``INFO`` outside a terminal, else ``WARNING``)
+    on standard error for this run (``logging.basicConfig``, other libraries at ``WARNING``);
+    returns the function that restores the previous configuration."""
+    if level is None:
+        level = "WARNING" if sys.stderr.isatty() else "INFO"
+    root, package = logging.getLogger(), logging.getLogger("recsys_ltr")
+    saved = (list(root.handlers), root.level, package.level)
+    for h in saved[0]:  # set aside, not closed: an embedding application gets them back
+        root.removeHandler(h)
+    handler = _ProgressHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    package.setLevel(level)
+
+    def restore():
+        root.removeHandler(handler)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])
+        package.setLevel(saved[2])
+
+    return restore
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    methods = parse_methods(parser, args.models)
-    note = None
-    fixed = args.protocol == "fixed"
+    restore = configure_logging(args.log_level)
     try:
-        name = args.dataset or None
-        if name is None:
+        return _run(parser, args, argv)
+    finally:
+        restore()
+
+
+def _run(parser, args, argv) -> int:
+    methods = parse_methods(parser, args.models)
+    added = added_methods(methods)
+    note = None
+    name = args.dataset or None
+    if name != "synthetic":
+        check_data_dir(parser, args.data_dir)
+    if name is not None:
+        check_dataset(parser, name, args.data_dir)
+    if name is None:
+        try:
             name, note = default_dataset(args.data_dir)
-        data, parts = load_data(name, args.data_dir, fixed)
-    except (FileNotFoundError, ValueError) as exc:  # unknown, missing, corrupt or not pre-split data set
-        parser.error(str(exc).splitlines()[0])
+        except FileNotFoundError as exc:
+            parser.error(str(exc))
     if note:
-        print(note, file=sys.stderr)
+        print(note, file=sys.stderr)  # once, before anything else
+    try:
+        data, parts = load_data(name, args.data_dir, args.protocol, args.seed)
+    except (FileNotFoundError, ValueError) as exc:  # unknown, missing, corrupt, not pre-split or untimed data set
+        parser.error(str(exc).splitlines()[0])
     protocols = HOLDOUT_PROTOCOLS if args.protocol == "both" else (args.protocol,)
-    args.k = args.k or (20 if fixed else 10)
+    one_split = args.protocol in ("fixed", "temporal")
+    args.k = args.k or (20 if args.protocol == "fixed" else 10)
     args.out = args.out or os.path.join(RUNS_DIR, name)
     check_arguments(parser, args, data, protocols)
-    args.folds = 1 if fixed else args.folds or 3
+    args.folds = 1 if one_split else args.folds or 3
     executor = make_executor(parser, args)
     cache_dir = args.cache_dir or os.path.join(args.out, "cache")
+    rows = ""
+    if "novelty" in protocols:
+        rows = f"; under the novelty protocol each non-stacking method also gets a (top-{args.exclude_top} last) row"
     print(
         f"{name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions; "
-        f"{len(methods)} method(s), {args.folds} fold(s), {args.budget} budget; {executor.name} executor: "
-        f"{executor.parallelism} unit(s) at once x {executor.threads} thread(s); "
-        f"results go to {os.path.join(args.out, '')} (cache: {cache_dir})",
+        f"{' and '.join(protocols)} protocol{'s' if len(protocols) > 1 else ''}, {args.folds} fold(s), {args.budget} "
+        f"budget; results go to {os.path.join(args.out, '')} (cache: {cache_dir})\n"
+        f"{describe_methods(methods, added)}{rows}\n"
+        f"{executor.name} executor: {executor.parallelism} unit(s) at once x {executor.threads} thread(s)",
         file=sys.stderr,
     )
-    command = " ".join(["python -m recsys_ltr.eval", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join([PROG, *(argv if argv is not None else sys.argv[1:])])
     for protocol in protocols:
         t0 = time.perf_counter()
         metrics = table_metrics(args.k, protocol)
@@ -339,11 +518,10 @@ def main(argv=None) -> int:
             parts=parts,
         )
         summary = summarize(experiment.results, metrics, experiment.skipped)
-        tests = paired_tests(experiment.results, summary, metrics)
-        table = format_table(summary, metrics, tests)
+        asked = [row for row in summary["method"] if method_of(row) not in added]
+        tests = paired_tests(experiment.results, summary, metrics, among=asked)
+        table = format_table(summary, metrics, tests, added=added)
         source = " (SYNTHETIC data, not a real data set)" if name == "synthetic" else ""
-        if note:
-            print(f"\n{note}")
         print(f"\n{name}{source}, {protocol} protocol, mean ({error_caption(args.folds)}):\n")
         print(table)
         meta = {
@@ -355,12 +533,15 @@ def main(argv=None) -> int:
             "k": args.k,
             "select": selection_metric(protocol, args.k),
             "methods": methods,
+            "added": added,
             "executor": executor.name,
             "jobs": executor.parallelism,
             "computed_units": len(experiment.computed),
             "seconds": time.perf_counter() - t0,
             "command": command,
         }
+        if protocol == "temporal":
+            meta["split"] = f"split.last_fraction(val={TEMPORAL_VAL}, test={TEMPORAL_TEST}, random_state={args.seed})"
         paths = write_outputs(os.path.join(args.out, protocol), experiment, summary, tests, table, meta, metrics)
         print(f"\nwrote {len(paths)} files to {os.path.join(args.out, protocol, '')}", file=sys.stderr)
     return 0

@@ -77,14 +77,17 @@ def pooled(results, method: str, metric: str) -> dict[tuple[int, int], float]:
     }
 
 
-def paired_tests(results, summary: pd.DataFrame, metrics) -> dict[str, dict]:
+def paired_tests(results, summary: pd.DataFrame, metrics, among=None) -> dict[str, dict]:
     """Wilcoxon signed-rank test between the best method and the runner-up for each metric.
 
     Returns ``{metric: {"best", "runner_up", "p_value", "n_pairs"}}`` (metrics with fewer than two
-    evaluated methods are left out); pairs are the (fold, user) keys both methods have.
+    evaluated methods are left out); pairs are the (fold, user) keys both methods have.  ``among``
+    (row names) limits the contest to those rows (the command line: the methods asked for).
     """
     tests = {}
     ranked = summary.dropna(subset=list(metrics))
+    if among is not None:
+        ranked = ranked[ranked["method"].isin(list(among))]
     for m in metrics:
         order = ranked.sort_values(m, ascending=False, kind="stable")["method"].tolist()
         if len(order) < 2:
@@ -106,21 +109,40 @@ def _wilcoxon(x, y) -> float:
         return float(stats.wilcoxon(x, y).pvalue)
 
 
-def format_table(summary: pd.DataFrame, metrics, tests=None, digits: int = 4) -> str:
+#: Marks the rows of methods the run added (the bases of a stacking method) in the table.
+ADDED_MARKER = "°"
+
+
+def format_table(summary: pd.DataFrame, metrics, tests=None, digits: int = 4, added=None) -> str:
     """Markdown table shaped like Tables 4.3 / 4.4: ``mean (se)`` per metric, best mean in bold,
     ``†`` on the best when the Wilcoxon test against the runner-up gives p < 0.05, a row of those
-    p-values, and a line per skipped method."""
-    tests = tests or {}
-    best = {m: summary[m].max() for m in metrics}
+    p-values, and a line per skipped method.
+
+    ``added`` maps the methods the run added (not asked for: the bases of a stacking method) to
+    the methods that needed them: their rows are marked ``ADDED_MARKER`` (``°``), a note says why,
+    and the best (bold, ``†``) is chosen among the other rows."""
+    tests, added = tests or {}, added or {}
+    is_added = summary["method"].map(lambda row: method_of(row) in added).to_numpy(dtype=bool)
+    contest = summary[~is_added]
+    best = {m: contest[m].max() for m in metrics}
     lines = ["| affinity | method | " + " | ".join(metrics) + " |", "|---|---|" + "---:|" * len(metrics)]
     notes = []
-    for _, row in summary.iterrows():
+    for (_, row), extra in zip(summary.iterrows(), is_added):
         if row["note"]:
             notes.append(f"- {row['method']}: {row['note']}")
             cells = ["skipped"] + ["–"] * (len(metrics) - 1)
+        elif extra:
+            cells = [f"{row[m]:.{digits}f} ({row[f'{m} se']:.{digits}f})" for m in metrics]
         else:
             cells = [_cell(row, m, best[m], tests.get(m), digits) for m in metrics]
-        lines.append(f"| {row['affinity'] or 'n/a'} | {row['method']} | " + " | ".join(cells) + " |")
+        name = f"{row['method']}{ADDED_MARKER}" if extra else row["method"]
+        lines.append(f"| {row['affinity'] or 'n/a'} | {name} | " + " | ".join(cells) + " |")
+    if added:
+        needed = sorted({m for names in added.values() for m in names})
+        notes.append(
+            f"{ADDED_MARKER}: not asked for (--models): run as a base of {' and '.join(needed)}; "
+            "not in the contest for the best (bold, †)."
+        )
     if tests:
         p_cells = [f"{tests[m]['p_value']:.2g}" if m in tests else "–" for m in metrics]
         lines.append("| | Wilcoxon p (best vs runner-up) | " + " | ".join(p_cells) + " |")

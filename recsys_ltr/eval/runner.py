@@ -9,19 +9,29 @@ method twice: as tuned, and with those items pushed below the rest (the knowledg
 gets through ``label_exclude_top``).  The fixed protocol takes a data set's published
 train / valid / test split instead (LightGCN's gowalla): settings are chosen on validation
 ``REC@k``, the chosen one is refitted on train + valid and tested on test (every item outside the
-user's train + valid positives a candidate).
+user's train + valid positives a candidate).  The temporal protocol runs the same way on a
+time-ordered split the caller makes (``python -m recsys_ltr.eval --protocol temporal``: per user the
+latest 20% of the positives as test, the 10% before them as validation,
+:func:`recsys_ltr.split.last_fraction`), settings chosen on validation ADG as in the holdout
+protocols, the chosen one refitted on train + valid (the validation positives precede the test ones
+in time, so the refitted model has seen everything before the test part).
 
 One (method, fold) pair is a *unit*: units run as tasks of an executor (in-process, in local worker
 processes or on Ray: :mod:`recsys_ltr.executors`), and each finished unit is cached as one JSON
 file (test metrics, per-user values, tuning trace) keyed by everything that determines it.  While
 a unit is tuned, every finished setting is logged next to it (:class:`TrialLog`), so an
 interrupted run resumes at the next setting, not at the unit's start.
+
+Logging (``logging.getLogger(__name__)``; the package configures no handler, the command line does):
+one ``INFO`` line per stage of a unit (tuning, refit, test) and per finished unit (method, fold,
+seconds, chosen setting, validation value), so that a run outside a terminal shows its progress.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import sys
 import time
@@ -39,9 +49,16 @@ from recsys_ltr.eval.methods import get_method
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
 from recsys_ltr.metrics import DEFAULT_METRICS, evaluate, ranked_last
 
-PROTOCOLS = ("standard", "novelty", "fixed")
+PROTOCOLS = ("standard", "novelty", "fixed", "temporal")
 #: The dissertation's per-user holdout protocols (``--protocol both``).
 HOLDOUT_PROTOCOLS = ("standard", "novelty")
+#: The protocols on one given split ``parts=(train, valid, test)``: tuned on valid, refitted on
+#: train + valid, tested on test (a published split; a time-ordered split).
+PARTS_PROTOCOLS = ("fixed", "temporal")
+#: Format of the log lines of the command line (:func:`configure_worker_logging` reuses it).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+logger = logging.getLogger(__name__)
 TABLE_METRICS = ("ADG", "REC@{k}", "MAP", "NDCG", "ATOP")
 #: The fixed-split table: the published benchmarks' Recall@k and NDCG@k first.
 FIXED_METRICS = ("REC@{k}", "NDCG@{k}", "ADG", "MAP", "ATOP")
@@ -90,6 +107,7 @@ class FoldResult:
     ``trials`` lists every setting tried: ``level`` (1: main hyper-parameter, 2: secondary),
     ``params``, ``validation`` (the ``select`` metric on validation) and ``fit_seconds``.
     ``filtered`` is the novelty protocol's second row of the same model (:func:`filtered_name`).
+    ``seconds`` is the unit's wall time where it ran.
     """
 
     method: str
@@ -104,6 +122,7 @@ class FoldResult:
     trials: list[dict] = field(default_factory=list, repr=False)
     select: str = "ADG"
     filtered: FoldResult | None = field(default=None, repr=False)
+    seconds: float = 0.0  # wall time of the whole unit (tuning, refit, test)
 
     def to_json(self) -> dict:
         out = asdict(replace(self, filtered=None))
@@ -286,6 +305,19 @@ def tune(
     return params, model, trials
 
 
+def _describe(params) -> str:
+    """A setting as ``k=50, lam=0.001`` (nested ones flattened, floats short)."""
+    flat = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        elif key != "bases":
+            flat[key] = value
+    return (
+        ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(flat.items())) or "defaults"
+    )
+
+
 def tune_and_test(
     method_name,
     train,
@@ -300,15 +332,21 @@ def tune_and_test(
     context=None,
     protocol="standard",
     push_down=None,
+    label=None,
 ) -> FoldResult:
     """Pick a method's setting by :func:`tune`, then evaluate it on ``test``.
 
     Under the holdout protocols the tuned model is tested with the validation positives excluded;
-    under ``"fixed"`` it is tuned on validation ``REC@k`` and refitted on ``train + val`` first.
-    ``push_down`` (item ids) adds the ``filtered`` row: the same model with those items ranked
-    last.  Returns the fold's :class:`FoldResult` (``fold`` is left at -1 for the caller to set).
+    under ``"fixed"`` and ``"temporal"`` it is refitted on ``train + val`` first (``"fixed"``
+    tunes on validation ``REC@k``, the others on ADG).  ``push_down`` (item ids) adds the
+    ``filtered`` row: the same model with those items ranked last.  ``label`` names the unit in
+    the log lines (default: the method).  Returns the fold's :class:`FoldResult` (``fold`` is
+    left at -1 for the caller to set).
     """
     select = selection_metric(protocol, k)
+    label = label or method_name
+    t0 = time.perf_counter()
+    logger.info("%s: tuning on validation %s (%d validation positives)", label, select, val.nnz)
     params, model, trials = tune(
         method_name,
         train,
@@ -322,10 +360,15 @@ def tune_and_test(
         select=select,
     )
     chosen = next(t for t in trials if _setting_key(t["params"]) == _setting_key(params))
+    logger.info(
+        "%s: tuned in %.1f s, %d setting(s) tried; chose %s (validation %s %.4f)",
+        label, time.perf_counter() - t0, len(trials), _describe(params), select, chosen["validation"],
+    )  # fmt: skip
     fit_seconds, exclude = chosen["fit_seconds"], val
-    if protocol == "fixed":
+    if protocol in PARTS_PROTOCOLS:
         train, exclude = (train + val).tocsr(), None  # disjoint parts: their union, canonical
         model, fit_seconds = _fitter(get_method(method_name), train, None, random_state, num_threads, context)(params)
+        logger.info("%s: refitted on train + validation (%d positives) in %.1f s", label, train.nnz, fit_seconds)
     metrics = table_metrics(k, protocol)
 
     def result(name, scorer):
@@ -346,9 +389,14 @@ def tune_and_test(
             select=select,
         )
 
+    t_test = time.perf_counter()
     out = result(method_name, model)
     if push_down is not None:
         out.filtered = result(filtered_name(method_name, push_down.size), ranked_last(model.score, push_down))
+    logger.info(
+        "%s: tested on %d users in %.1f s: %s",
+        label, out.users.size, time.perf_counter() - t_test, ", ".join(f"{m} {out.test[m]:.4f}" for m in metrics[:2]),
+    )  # fmt: skip
     return out
 
 
@@ -359,6 +407,7 @@ def run_unit(
     one of its ``skip_on`` errors (e.g. ``ImportError`` for a missing optional dependency).
     ``protocol``: ``protocol`` and ``push_down`` of :func:`tune_and_test`."""
     method = get_method(method_name)
+    t0 = time.perf_counter()
     try:
         result = tune_and_test(
             method_name,
@@ -371,12 +420,14 @@ def run_unit(
             num_threads=num_threads,
             log=log,
             context=context,
+            label=f"{method_name} fold {fold}",
             **protocol,
         )
     except method.skip_on as exc:
         return Skipped(method_name, fold, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     for row in result.rows():
         row.fold = fold
+        row.seconds = time.perf_counter() - t0
     return result
 
 
@@ -521,7 +572,27 @@ class _UnitRunner:
 
 
 def _run_unit_task(arguments, unit):
+    configure_worker_logging(arguments.log_level)
     return run_unit(*arguments.args(*unit), **arguments.kwargs(*unit))
+
+
+def configure_worker_logging(level) -> None:
+    """In a worker process whose logging nobody configured, log the package's records at ``level``
+    (the level of the process that started the run, :func:`_run_level`) to standard error in
+    :data:`LOG_FORMAT`; nothing when ``level`` is None or logging is configured already (in the
+    run's own process, or in a Ray worker)."""
+    if level is None or logging.getLogger().handlers:
+        return
+    logging.basicConfig(format=LOG_FORMAT, stream=sys.stderr)
+    logging.getLogger("recsys_ltr").setLevel(level)
+
+
+def _run_level():
+    """The level the package logs at in this process when an application configured logging
+    (a handler on the root logger), else None: what the run's worker processes should log."""
+    if not logging.getLogger().handlers:
+        return None
+    return logging.getLogger("recsys_ltr").getEffectiveLevel()
 
 
 class _UnitArguments:
@@ -539,10 +610,11 @@ class _UnitArguments:
         contexts=None,
         protocol="standard",
         push_down=None,
+        log_level=None,
     ):
         self.splits, self.budget, self.k, self.seed, self.num_threads = splits, budget, k, seed, num_threads
         self.cache, self.resume, self.contexts = cache, resume, {} if contexts is None else contexts
-        self.protocol, self.push_down = protocol, push_down
+        self.protocol, self.push_down, self.log_level = protocol, push_down, log_level
 
     def args(self, name, fold):
         return (name, fold, *self.splits[fold])
@@ -605,8 +677,9 @@ def run_experiment(
     parts=None,
 ) -> Experiment:
     """Run every method on ``folds`` splits of ``X`` seeded by ``random_state``, one task per
-    (method, fold) unit; under ``protocol="fixed"``, on the one split ``parts`` (train, valid,
-    test: disjoint, summing to ``X``), ``folds`` and the split parameters then unused.
+    (method, fold) unit; under ``protocol="fixed"`` or ``"temporal"``, on the one split ``parts``
+    (train, valid, test: disjoint, summing to ``X``; e.g. :func:`recsys_ltr.split.last_fraction`
+    for ``"temporal"``), ``folds`` and the split parameters then unused.
 
     The units run on ``executor`` (``unit_executor``: in this process by default, in ``jobs``
     local processes, or on Ray), each on the executor's threads per task.  With ``cache_dir``,
@@ -624,10 +697,10 @@ def run_experiment(
     executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
     exclude_top = exclude_top if protocol == "novelty" else None
-    if protocol == "fixed":
-        splits, folds, val, test = [check_parts(X, parts)], 1, None, None
+    if protocol in PARTS_PROTOCOLS:
+        splits, folds, val, test = [check_parts(X, parts, protocol)], 1, None, None
     elif parts is not None:
-        raise ValueError(f"parts (a published split) belong to protocol='fixed', not {protocol!r}")
+        raise ValueError(f"parts (one given split) belong to protocol='fixed' or 'temporal', not {protocol!r}")
     else:
         splits = list(
             split.folds(X, n_folds=folds, val=val, test=test, random_state=random_state, exclude_top=exclude_top)
@@ -652,8 +725,14 @@ def run_experiment(
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
     bar = progress(show_progress, total=len(units), desc=f"{dataset} {protocol}", unit="run")
     push_down = None if exclude_top is None else split.top_items(X, exclude_top)
-    arguments = _UnitArguments(splits, budget, k, random_state, None, cache, read_cache, contexts, protocol, push_down)
+    arguments = _UnitArguments(
+        splits, budget, k, random_state, None, cache, read_cache, contexts, protocol, push_down, _run_level()
+    )
     outcomes, computed, reported = {}, [], set()
+    finished = 0
+    logger.info(
+        "%s %s protocol: %d unit(s) (%d method(s) x %d fold(s))", dataset, protocol, len(units), len(methods), folds
+    )
     with bar, _UnitRunner(executor, jobs) as runner:
         for stacking in (False, True):  # the stacking methods once their bases are tuned on the same fold
             wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
@@ -665,15 +744,21 @@ def run_experiment(
             if cache and read_cache:
                 outcomes.update({u: cache.load(*u, evaluated[u[1]]) for u in wave if u not in outcomes})
             todo = [unit for unit in wave if outcomes.get(unit) is None]
+            for unit in wave:
+                if unit not in todo:
+                    finished += 1
+                    _log_unit(outcomes[unit], finished, len(units), "cached")
             bar.update(len(wave) - len(todo))
             for unit, outcome in runner.run(todo, arguments):
                 outcomes[unit] = outcome
+                finished += 1
                 if isinstance(outcome, Skipped):
                     if outcome.method not in reported:
                         reported.add(outcome.method)
                         progress_write(f"skipped {outcome.method}: {outcome.reason}")
                 elif cache:
                     cache.store(outcome)
+                _log_unit(outcome, finished, len(units), "finished")
                 bar.set_postfix_str(f"fold {unit[1]} {unit[0]}")
                 bar.update()
             computed += todo
@@ -685,11 +770,28 @@ def run_experiment(
     )
 
 
-def check_parts(X, parts) -> tuple:
+def _log_unit(outcome, finished, total, how) -> None:
+    """One ``INFO`` line for a unit done (``how``: "finished" here, or read from the "cache")."""
+    if isinstance(outcome, Skipped):
+        logger.info("[%d/%d] %s fold %d skipped: %s", finished, total, outcome.method, outcome.fold, outcome.reason)
+        return
+    when = (
+        f"finished in {outcome.seconds:.1f} s"
+        if how == "finished"
+        else f"read from the cache (computed in {outcome.seconds:.1f} s)"
+    )
+    logger.info(
+        "[%d/%d] %s fold %d %s: %s, validation %s %.4f",
+        finished, total, outcome.method, outcome.fold, when, _describe(outcome.params), outcome.select, outcome.validation,
+    )  # fmt: skip
+
+
+def check_parts(X, parts, protocol="fixed") -> tuple:
     """``parts`` = (train, valid, test) checked: feedback matrices of ``X``'s shape, pairwise
     disjoint, summing to ``X``, valid and test not empty."""
     if parts is None or len(parts) != 3:
-        raise ValueError("protocol='fixed' needs parts=(train, valid, test), the published split of X")
+        what = "the published split of X" if protocol == "fixed" else "a time-ordered split of X (split.last_fraction)"
+        raise ValueError(f"protocol={protocol!r} needs parts=(train, valid, test), {what}")
     names = ("train", "valid", "test")
     checked = [check_feedback(p, f"parts {n}", allow_empty=n == "train") for p, n in zip(parts, names)]
     for p, n in zip(checked, names):

@@ -25,6 +25,8 @@ A fitted model answers from its fitted state and the parameters it was fitted wi
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 
 import numpy as np
@@ -102,6 +104,9 @@ class Recommender(Persistable, BaseEstimator):
     _model_state: tuple[str, ...] = ()
     #: ``similar_items`` leaves out items of similarity 0 (no evidence)
     _similar_drop_zero = True
+    #: log the start and the end of every fit at ``INFO`` (models whose fit can take long): the
+    #: data's size and the setting, then the seconds, on the logger of the model's module
+    _log_fit = False
 
     @property
     def _state_attributes(self):
@@ -124,10 +129,31 @@ class Recommender(Persistable, BaseEstimator):
         self._check_data_params(X)
         fit_params = self._check_fit_params(X, **fit_params)
         self.user_items_ = X
-        self._fit(X, **fit_params)
+        logger = logging.getLogger(type(self).__module__)
+        if self._log_fit and logger.isEnabledFor(logging.INFO):
+            name = type(self).__name__
+            logger.info("%s fit: %d users x %d items, %d positives; %s", name, *X.shape, X.nnz, self._fit_description())
+            t0 = time.perf_counter()
+            self._fit(X, **fit_params)
+            logger.info("%s fit: done in %.2f s%s", name, time.perf_counter() - t0, self._fit_outcome())
+        else:
+            self._fit(X, **fit_params)
         self.params_ = self.get_params(deep=False)
         self._prepare()
         return self
+
+    def _fit_description(self) -> str:
+        """The setting a fit's first log line names: the parameters besides threads, progress and
+        seed, ``name=value`` in the constructor's order."""
+        quiet = ("num_threads", "show_progress", "random_state", "memory_limit")
+        params = self.get_params(deep=False)
+        return ", ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items() if k not in quiet
+        )
+
+    def _fit_outcome(self) -> str:
+        """What a fit's last log line adds after the seconds (e.g. EASE's solver)."""
+        return ""
 
     def _param(self, name):
         """A parameter as fitted (``params_``), or as set while fitting."""

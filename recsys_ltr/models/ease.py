@@ -87,6 +87,8 @@ class EASE(Recommender):
         Sparse solver: ``Z`` (``P ~ Z^T Z``; ``None`` after a dense solve).
     """
 
+    _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+
     _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
 
     def __init__(
@@ -130,6 +132,9 @@ class EASE(Recommender):
             self.B_, self.factor_ = self._dense_weights(dense), None
         else:
             self.B_, self.factor_ = None, self._sparse_factor(A)
+
+    def _fit_outcome(self) -> str:
+        return f" ({self.solver_} solve)"
 
     def _choose_solver(self, n):
         """``"dense"`` or ``"sparse"`` from ``solver``, the catalogue size and ``memory_limit`` only (never

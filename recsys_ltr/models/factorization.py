@@ -147,6 +147,8 @@ class ALS(_Implicit):
     user_factors_, item_factors_ : ndarray of shape (n_users, factors), (n_items, factors)
     """
 
+    _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+
     def __init__(
         self,
         factors=64,
@@ -256,6 +258,8 @@ class BPR(_Implicit):
     ----------
     user_factors_, item_factors_ : ndarray of shape (n_users, factors + 1), (n_items, factors + 1)
     """
+
+    _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
 
     _bias_columns = 1
 

@@ -60,6 +60,8 @@ class GFCF(Recommender):
     ``P + alpha D_I^{-1/2} V_k^T V_k D_I^{1/2}``.
     """
 
+    _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+
     _model_state = ("normalized_", "components_", "singular_values_")
     _similar_drop_zero = False
 

@@ -42,6 +42,8 @@ class SLIM(Recommender):
         ``A = W^T``; fsSLIM rows in cosine-neighbour order.
     """
 
+    _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+
     _model_state = ("item_affinity_",)
     _affinity_kind = "slim"
 
