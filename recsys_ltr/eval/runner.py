@@ -436,7 +436,7 @@ class UnitCache:
             return result
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             print(f"ignoring cache file {path}: {exc}; recomputing", file=sys.stderr)
             return None
 
@@ -471,7 +471,7 @@ class TrialLog:
                     self.trials = list(payload["trials"])
             except FileNotFoundError:
                 pass
-            except (ValueError, KeyError, TypeError) as exc:
+            except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
                 print(f"ignoring unreadable trial log {self.path}: {exc}", file=sys.stderr)
         return list(self.trials)
 
