@@ -918,6 +918,13 @@ def sparse_entries() -> dict:
             (7, 6),
         ),
         Entry(
+            "LGMMLAffinity.fit(relevance)",
+            "feedback",
+            "relevance",
+            lambda M: _lgmml_affinity_answers(_lgmml_affinity().fit(Xl[:6], relevance=M)),
+            (6, 6),
+        ),
+        Entry(
             "FEBR.fit(validation)",
             "feedback",
             "validation",
@@ -1883,6 +1890,8 @@ def _mutate_members(mutation, members, header, state, dense, csr, arrays, pos, v
     if mutation == "header_not_json":
         return {**members, "header.npy": _npy(np.array("{not json" if val % 2 else "[1, 2]"))}
     if mutation in ("swapped_arrays", "swapped_rehashed"):
+        import hashlib
+
         pair = _swappable(members, pos)
         if pair is None:
             return members
@@ -1890,6 +1899,8 @@ def _mutate_members(mutation, members, header, state, dense, csr, arrays, pos, v
         members = {**members, a: members[b], b: members[a]}
         if mutation == "swapped_rehashed":  # a consistent forgery: the digests recomputed for the new content
             header["digests"] = {n[:-4]: _array_digest(_read_npy(d)) for n, d in members.items() if n != "header.npy"}
+            rest = {k: v for k, v in header.items() if k != "header_digest"}
+            header["header_digest"] = hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
             return _with_header(members, header)
         return members
     if mutation == "huge_shape":
@@ -2475,11 +2486,16 @@ def _executor_call(entry, executor, batch, address=None):
         return dict(evaluate(fitted("ItemKNN"), X7, T7, k=3, batch_size=batch, **kw))
     if address is not None:
         raise AssertionError("address is evaluate's")  # the other entries take no address
-    if entry == "score_users":
-        return [(u.tolist(), s) for u, s in score_users(fitted("ItemKNN"), batch_size=batch, **kw)]
+    if entry == "score_users":  # blocks come as they finish: in the order of their users
+        return sorted(((u.tolist(), s) for u, s in score_users(fitted("ItemKNN"), batch_size=batch, **kw)), key=_first)
     if entry == "recommend_all":
         return recommend_all(fitted("ItemKNN"), N=3, batch_size=batch, **kw)
-    return [(u.tolist(), *rest) for u, *rest in febr_features(fitted("FEBR"), batch_size=batch, **kw)]
+    blocks = febr_features(fitted("FEBR"), batch_size=batch, **kw)
+    return sorted(((u.tolist(), *rest) for u, *rest in blocks), key=_first)
+
+
+def _first(block):
+    return block[0]
 
 
 def executor_case_outcome(entry, case) -> Outcome:

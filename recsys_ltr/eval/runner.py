@@ -116,7 +116,10 @@ class FoldResult:
     def from_json(cls, data: dict) -> FoldResult:
         data = dict(data)
         data["per_user"] = {m: np.asarray(v, dtype=float) for m, v in data["per_user"].items()}
-        data["users"] = np.asarray(data["users"], dtype=np.int64)
+        users = np.asarray(data["users"])
+        if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):  # 0.5 was read as user 0
+            raise ValueError(f"users must be a list of integer user ids, got {users.dtype} of shape {users.shape}")
+        data["users"] = users.astype(np.int64)
         data["filtered"] = None if data.get("filtered") is None else cls.from_json(data["filtered"])
         return cls(**data)
 
