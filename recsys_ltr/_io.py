@@ -18,8 +18,8 @@ unexpected member is never read.  Every failure (corrupt zip, CRC error, truncat
 unsupported compression, malformed header, foreign file) is a ``ValueError`` naming the file;
 a missing file is ``FileNotFoundError``.  Each array's sha256 (of its dtype, shape and bytes) is in
 the header and checked as it is read, so arrays swapped or altered inside the zip are refused, and
-so is the header's own (class, parameters, state specs), checked after the parameters are
-validated and before any array is read, so an edited parameter that is still valid (a scoring
+so is the header's own (class, parameters, state specs: checked last, after the parameters and
+their consistency with the arrays), so an edited parameter that is still valid (a scoring
 weight) does not load as a different model; this detects corruption and edits, it does not
 authenticate: whoever can write the file can recompute the digests (version 2 files, without
 digests, are still read).
@@ -141,7 +141,9 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------- reading
-def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dict, dict]:
+def read_estimator_file(
+    path, check_header: Callable | None = None, check_state: Callable | None = None
+) -> tuple[dict, dict]:
     """Read a file written by :func:`write_estimator_file`: ``(header, state)`` with the header
     checked (format, version, class, params, state specs) and ``state`` mapping each declared
     name to a dense array or a raw ``csr_matrix`` (structure checked, not yet canonicalised) with
@@ -149,7 +151,9 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
 
     ``check_header(header)`` runs before any array is read and may raise ``ValueError`` (e.g. a
     class that does not declare one of the state names): what the reader does not expect is never
-    read, however large."""
+    read, however large.  ``check_state(header, state)`` runs on the arrays read, before the
+    header's own digest is checked: an edited header is refused, with the message of the first
+    check it fails (parameters, then their consistency with the state, then the digest)."""
     path = npz_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(path)
@@ -165,8 +169,6 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
                 raise ValueError(f"{path}: members {extra} are not declared by the header, {missing} are missing")
             if check_header is not None:
                 check_header(header)
-            if header["version"] >= 3 and header["header_digest"] != _header_digest(header):
-                raise ValueError(f"{path}: the header does not match its digest (edited or damaged)")
             arrays = {
                 name[:-4]: _check_digest(header, name[:-4], _read_member(zf, members[name], path), path)
                 for name in sorted(expected - {"header.npy"})
@@ -175,7 +177,12 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
         raise ValueError(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
     except _READ_ERRORS as exc:
         raise ValueError(f"{path} is not a readable recsys_ltr model file: {type(exc).__name__}: {exc}") from None
-    return header, _assemble(header["state"], arrays, path)
+    state = _assemble(header["state"], arrays, path)
+    if check_state is not None:
+        check_state(header, state)
+    if header["version"] >= 3 and header["header_digest"] != _header_digest(header):
+        raise ValueError(f"{path}: the header does not match its digest (edited or damaged)")
+    return header, state
 
 
 def _members(zf, path) -> dict:
@@ -373,14 +380,16 @@ class Persistable:
         foreign or inconsistent file raises ``ValueError``."""
         path = npz_path(path)
         made = []
-        header, state = read_estimator_file(path, lambda header: made.append(cls._from_header(header, path)))
-        model = made[0]
-        try:
-            model._load_state(state, header["state"])
-            model._prepare()
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: malformed fitted state: {exc}") from None
-        return model
+
+        def load_state(header, state):
+            try:
+                made[0]._load_state(state, header["state"])
+                made[0]._prepare()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: malformed fitted state: {exc}") from None
+
+        read_estimator_file(path, lambda header: made.append(cls._from_header(header, path)), load_state)
+        return made[0]
 
     @classmethod
     def _from_header(cls, header, path):
