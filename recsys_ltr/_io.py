@@ -3,7 +3,8 @@
 A model file is a ``.npz`` (zip) holding a JSON header and the fitted arrays, never pickles::
 
     header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 3, "class": ...,
-                          "params": {...}, "state": {name: spec}, "digests": {member: sha256}}
+                          "params": {...}, "state": {name: spec}, "digests": {member: sha256},
+                          "header_digest": sha256 of the rest of the header}
     <name>.npy            a dense fitted array            (spec {"type": "dense"})
     <name>.data/.indices/.indptr.npy
                           a CSR matrix, or an object of a kind registered by :func:`register_csr_kind`
@@ -16,9 +17,12 @@ size -- so a small hostile file cannot make :func:`read_estimator_file` allocate
 unexpected member is never read.  Every failure (corrupt zip, CRC error, truncated stream,
 unsupported compression, malformed header, foreign file) is a ``ValueError`` naming the file;
 a missing file is ``FileNotFoundError``.  Each array's sha256 (of its dtype, shape and bytes) is in
-the header and checked as it is read, so arrays swapped or altered inside the zip are refused;
-this detects corruption and edits, it does not authenticate: whoever can write the file can
-recompute the digests (version 2 files, without digests, are still read).
+the header and checked as it is read, so arrays swapped or altered inside the zip are refused, and
+so is the header's own (class, parameters, state specs: checked last, after the parameters and
+their consistency with the arrays), so an edited parameter that is still valid (a scoring
+weight) does not load as a different model; this detects corruption and edits, it does not
+authenticate: whoever can write the file can recompute the digests (version 2 files, without
+digests, are still read).
 
 :func:`atomic_write` writes any file through a temporary file and ``os.replace``, so a reader
 never sees a half-written file (estimator files and the evaluation cache use it).
@@ -127,6 +131,7 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
     header = {"format": FORMAT, "version": FORMAT_VERSION, "class": cls_name, "params": params, "state": specs}
     header["digests"] = {name: _digest(np.asarray(value)) for name, value in arrays.items()}
     try:
+        header["header_digest"] = _header_digest(json.loads(json.dumps(header)))  # as it reads back
         text = json.dumps(header)
     except TypeError as exc:
         raise ValueError(f"parameters are not JSON-serialisable (random_state a Generator?): {exc}") from exc
@@ -136,7 +141,9 @@ def write_estimator_file(path, cls_name: str, params: dict, state: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------- reading
-def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dict, dict]:
+def read_estimator_file(
+    path, check_header: Callable | None = None, check_state: Callable | None = None
+) -> tuple[dict, dict]:
     """Read a file written by :func:`write_estimator_file`: ``(header, state)`` with the header
     checked (format, version, class, params, state specs) and ``state`` mapping each declared
     name to a dense array or a raw ``csr_matrix`` (structure checked, not yet canonicalised) with
@@ -144,7 +151,9 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
 
     ``check_header(header)`` runs before any array is read and may raise ``ValueError`` (e.g. a
     class that does not declare one of the state names): what the reader does not expect is never
-    read, however large."""
+    read, however large.  ``check_state(header, state)`` runs on the arrays read, before the
+    header's own digest is checked: an edited header is refused, with the message of the first
+    check it fails (parameters, then their consistency with the state, then the digest)."""
     path = npz_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(path)
@@ -168,7 +177,12 @@ def read_estimator_file(path, check_header: Callable | None = None) -> tuple[dic
         raise ValueError(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
     except _READ_ERRORS as exc:
         raise ValueError(f"{path} is not a readable recsys_ltr model file: {type(exc).__name__}: {exc}") from None
-    return header, _assemble(header["state"], arrays, path)
+    state = _assemble(header["state"], arrays, path)
+    if check_state is not None:
+        check_state(header, state)
+    if header["version"] >= 3 and header["header_digest"] != _header_digest(header):
+        raise ValueError(f"{path}: the header does not match its digest (edited or damaged)")
+    return header, state
 
 
 def _members(zf, path) -> dict:
@@ -197,7 +211,8 @@ def _read_header(zf, members, path) -> dict:
             f"{path}: unsupported format version {header.get('version')!r} (this recsys_ltr reads versions "
             f"{list(_READABLE_VERSIONS)}; files of recsys_ltr < 0.2 must be refitted and saved again)"
         )
-    fields = [("class", str), ("params", dict), ("state", dict)] + [("digests", dict)] * (header["version"] >= 3)
+    fields = [("class", str), ("params", dict), ("state", dict)]
+    fields += [("digests", dict), ("header_digest", str)] * (header["version"] >= 3)
     for key, kind in fields:
         if not isinstance(header.get(key), kind):
             raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
@@ -209,6 +224,12 @@ def _digest(array: np.ndarray) -> str:
     h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
     h.update(np.ascontiguousarray(array).data)
     return h.hexdigest()
+
+
+def _header_digest(header: dict) -> str:
+    """sha256 of a header's fields but ``header_digest`` (canonical JSON: sorted keys)."""
+    rest = {k: v for k, v in header.items() if k != "header_digest"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
 def _check_digest(header, name, array, path) -> np.ndarray:
@@ -359,14 +380,16 @@ class Persistable:
         foreign or inconsistent file raises ``ValueError``."""
         path = npz_path(path)
         made = []
-        header, state = read_estimator_file(path, lambda header: made.append(cls._from_header(header, path)))
-        model = made[0]
-        try:
-            model._load_state(state, header["state"])
-            model._prepare()
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: malformed fitted state: {exc}") from None
-        return model
+
+        def load_state(header, state):
+            try:
+                made[0]._load_state(state, header["state"])
+                made[0]._prepare()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: malformed fitted state: {exc}") from None
+
+        read_estimator_file(path, lambda header: made.append(cls._from_header(header, path)), load_state)
+        return made[0]
 
     @classmethod
     def _from_header(cls, header, path):

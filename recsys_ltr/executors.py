@@ -604,7 +604,7 @@ def _recommend_stream(
     executor=None,
     show_progress=None,
 ):
-    users, n_items = check_model_users(model, users, "userid")
+    users, n_items = check_model_users(model, users, "users")
     N = check_positive_int(N, "N")
     check_item_selection(filter_items, items, n_items, "items")  # recommend's own checks, before any task
     if batch_size is None:

@@ -611,7 +611,7 @@ PAPER = {"affinity": "cosine", "holdout": 0.0, "validation_fraction": 0.0}
 def model_factories() -> dict:
     """Small, fast, deterministic configurations of every recommender."""
     from recsys_ltr.febr import AffinityFEBR
-    from recsys_ltr.models import ALS, BPR, EASE, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
     one = dict(num_threads=1)
     return {
@@ -629,7 +629,36 @@ def model_factories() -> dict:
             **PAPER, k=2, side="both", max_iter=40, eval_every=40, random_state=0, **one
         ),
         "ContentItemKNN": lambda: _content_model(),
+        "GFCF": lambda: GFCF(factors=2, **one),
+        "EASEsparse": lambda: EASE(regularization=1.0, solver="sparse", k=2, **one),
+        "FEBR": lambda: _stacked_febr(),
+        **(
+            {"FEBRlm": lambda: _stacked_febr(scorer="lambdamart", lambdamart_params=LAMBDAMART_FAST)}
+            if _has("lightgbm")
+            else {}
+        ),
     }
+
+
+def _has(module) -> bool:
+    """Whether an optional dependency is importable."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+#: a few LightGBM rounds on leaves of one sample (the fuzz matrices are tiny)
+LAMBDAMART_FAST = {"num_iterations": 3, "min_data_in_leaf": 1}
+
+
+def _stacked_febr(**params):
+    """A small, fast, seeded stacked FEBR (two bases; the brief's configuration)."""
+    from recsys_ltr.febr import FEBR
+    from recsys_ltr.models import ItemKNN, Popularity
+
+    base = dict(candidates=5, max_iter=200, eval_every=100, random_state=0, num_threads=1)
+    bases = params.pop("bases") if "bases" in params else [ItemKNN(k=2, num_threads=1), Popularity(num_threads=1)]
+    return FEBR(bases=bases, **{**base, **params})
 
 
 def _content_model():
@@ -640,9 +669,13 @@ def _content_model():
     return ContentItemKNN(affinity=ContentAffinity(k=2).fit(F), k=2, num_threads=1)
 
 
+def _lgmml_affinity_answers(m):
+    return m.affinity_.matrix, m.components_, m.bandwidth_
+
+
 def _fit_answers(make):
-    def call(M):
-        model = make().fit(M)
+    def call(M, **fit_params):
+        model = make().fit(M, **fit_params)
         users = np.arange(model.n_users_)
         return model.score(users), model.recommend(users, N=3)
 
@@ -858,6 +891,47 @@ def sparse_entries() -> dict:
             sklearn=True,
         ),
     ]
+    Xl, yl = _labels_data()
+    for name, make in _metric_learners().items():
+        entries.append(Entry(f"{name}.fit(X)", "weights", "X", lambda M, make=make: make().fit(M, y=yl).components_,
+                             (12, 3), sklearn=True))  # fmt: skip
+    entries += [
+        Entry(
+            "MLR.fit(relevance)",
+            "feedback",
+            "relevance",
+            lambda M: _metric_learners()["MLR"]().fit(Xl[:7], relevance=M).components_,
+            (7, 7),
+        ),
+        Entry(
+            "LGMMLAffinity.fit(F)",
+            "weights",
+            "F",
+            lambda M: _lgmml_affinity_answers(_lgmml_affinity().fit(M, X7)),
+            (6, 3),
+        ),
+        Entry(
+            "LGMMLAffinity.fit(X)",
+            "feedback",
+            "X",
+            lambda M: _lgmml_affinity_answers(_lgmml_affinity().fit(Xl[:6], M)),
+            (7, 6),
+        ),
+        Entry(
+            "LGMMLAffinity.fit(relevance)",
+            "feedback",
+            "relevance",
+            lambda M: _lgmml_affinity_answers(_lgmml_affinity().fit(Xl[:6], relevance=M)),
+            (6, 6),
+        ),
+        Entry(
+            "FEBR.fit(validation)",
+            "feedback",
+            "validation",
+            lambda M: _fit_answers(lambda: _stacked_febr(validation_fraction=0.0))(X7, validation=M),
+            (7, 6),
+        ),
+    ]
     entries += [
         Entry(f"{name}.fit", "feedback", "X", _fit_answers(make), (7, 6) if name == "ContentItemKNN" else None)
         for name, make in model_factories().items()
@@ -972,6 +1046,7 @@ def expected_ids(case, n):
 def id_entries() -> dict:
     """Entry points taking ids: name -> (argument name, n, call(ids))."""
     from recsys_ltr._validation import check_ids
+    from recsys_ltr.executors import recommend_users, score_users
     from recsys_ltr.metrics import evaluate
 
     X7, T7 = base_matrix(), _test_matrix()
@@ -980,6 +1055,9 @@ def id_entries() -> dict:
         "evaluate(users)": ("users", 7, lambda ids: dict(evaluate(_ranking_scores, X7, T7, users=ids, k=3))),
         "FeatureExtractor.neighbors": ("user_ids", 7, lambda ids: fitted("AffinityFEBRiu").extractor_.neighbors(ids)),
         "AffinityFEBR.transform": ("user_ids", 7, lambda ids: fitted("AffinityFEBR").transform(ids)),
+        "FEBR.head_features": ("user_ids", 7, lambda ids: fitted("FEBR").head_features(ids)),
+        "score_users(users)": ("users", 7, lambda ids: _user_blocks(score_users, ids)),
+        "recommend_users(users)": ("users", 7, lambda ids: _user_blocks(recommend_users, ids, N=3)),
     }
     for name in model_factories():
         out[f"{name}.score"] = ("user_ids", 7, lambda ids, m=name: fitted(m).score(ids))
@@ -993,6 +1071,11 @@ def id_entries() -> dict:
             "items", 6, lambda ids, m=name: fitted(m).recommend([0, 1], N=3, items=ids),
         )  # fmt: skip
     return out
+
+
+def _user_blocks(fn, ids, **kwargs):
+    """The blocks of a user-sharded job of the fitted ItemKNN (batches of 2 users), in order."""
+    return [(np.asarray(t[0]).tolist(), *t[1:]) for t in fn(fitted("ItemKNN"), ids, batch_size=2, **kwargs)]
 
 
 def id_case_outcome(entry_name, case) -> Outcome:
@@ -1033,6 +1116,16 @@ def optional(domain):
     return {**domain, "optional": True}
 
 
+def any_of(*domains):
+    """A value valid in one of ``domains`` (``top_k``: "labels", an int >= 1 or None)."""
+    return {"kind": "any_of", "domains": domains, "optional": any(d.get("optional") for d in domains)}
+
+
+def satisfying(check, cost=False):
+    """A value ``check(v)`` accepts (a parameter no other domain describes: a list of weights)."""
+    return {"kind": "predicate", "check": check, "cost": cost}
+
+
 SEED = {"kind": "seed"}  # None or an int in [0, 2**64)
 SEED_OR_GENERATOR = {"kind": "seed", "generator": True}
 BOOL = {"kind": "bool"}
@@ -1045,6 +1138,10 @@ def valid(domain, v) -> bool:
     if v is None:
         return bool(domain.get("optional")) or domain["kind"] == "seed"
     kind = domain["kind"]
+    if kind == "any_of":
+        return any(valid(d, v) for d in domain["domains"])
+    if kind == "predicate":
+        return bool(domain["check"](v))
     if kind == "int":
         return _is_int(v) and domain["lo"] <= int(v) <= domain["hi"]
     if kind == "real":
@@ -1137,7 +1234,19 @@ def param_targets() -> dict:
     from recsys_ltr.ltr import LGMML
     from recsys_ltr.metric_learning import FRML, GMML
     from recsys_ltr.metrics import evaluate
-    from recsys_ltr.models import ALS, BPR, EASE, KUNN, SLIM, ContentItemKNN, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.models import (
+        ALS,
+        BPR,
+        EASE,
+        GFCF,
+        KUNN,
+        SLIM,
+        ContentItemKNN,
+        ItemKNN,
+        Popularity,
+        RP3beta,
+        UserKNN,
+    )
     from recsys_ltr.neighbors import Affinity, ContentAffinity, cosine_knn, rp3beta_similarity, slim_affinity
     from recsys_ltr.query_metrics import ndcg_at_k
     from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
@@ -1159,6 +1268,8 @@ def param_targets() -> dict:
     Xl, yl = _labels_data()
     Xq, yq, qid = _ltr_data()
     aff = fitted("ItemKNN").item_affinity_
+    qr = _query_rankers()
+    top_k = any_of(choice("labels"), optional(integer()))
 
     def sampler_run(params):
         s = WarpSampler(X7, **{"num_threads": 1, "random_state": 0, **params})
@@ -1215,6 +1326,118 @@ def param_targets() -> dict:
             {"affinity": cached("content", lambda: _content_model().affinity), "num_threads": 1},
             k=k_item,
         ),
+        "GFCF": recommender(
+            GFCF,
+            {"factors": 2, "num_threads": 1},
+            factors=integer(),
+            alpha=real(0),
+            iterations=integer(0, cost=True),
+            random_state=SEED_OR_GENERATOR,
+        ),
+        "EASE(sparse)": recommender(
+            EASE,
+            {"regularization": 1.0, "solver": "sparse", "k": 2, "num_threads": 1},
+            k=integer(),
+            regularization=real(0, lo_open=True),
+            solver=choice("auto", "dense", "sparse"),
+            dense_max_items=integer(),
+        ),
+        "FEBR": recommender(
+            lambda **p: _stacked_febr(**p),
+            {"lambdamart_params": LAMBDAMART_FAST},
+            scorer=choice("linear", "lambdamart"),
+            candidates=integer(),
+            label_exclude_top=optional(integer(0)),
+            validation_fraction=real(0, 1, hi_open=True),
+            refit=BOOL,
+            regularization=real(0),
+            learning_rate=real(0, lo_open=True),
+            max_iter=integer(0, cost=True),
+            gamma=integer(),
+            beta=optional(integer()),
+            eval_every=integer(),
+            early_stopping=optional(integer()),
+            validation_users=optional(integer()),
+            init=choice("best", "zeros"),
+            fallback_p=optional(real(0, 1)),
+            random_state=SEED,
+        ),
+        **{
+            name: (
+                lambda p, make=make: make().set_params(**p).fit(Xq, yq, qid).predict(Xq, qid),
+                {**_listwise_domains(), **extra},
+            )
+            for name, make, extra in [
+                ("ListMLE", qr["ListMLE"], {"top_k": top_k}),
+                ("ListNet", qr["ListNet"], {}),
+                (
+                    "RPCMTL",
+                    qr["RPCMTL"],
+                    {
+                        "top_k": top_k,
+                        "n_clusters": integer(cost=True),
+                        "mtl_regularization": real(0),
+                        "kappa1": integer(),
+                        "kappa2": integer(),
+                        "metric": choice("xing", "identity"),
+                        "max_pairs": integer(cost=True),
+                        "max_iter": integer(0, cost=True),
+                        "odr_regularization": real(0),
+                    },
+                ),
+            ]
+        },
+        **(
+            {
+                "LambdaMART": (
+                    lambda p: qr["LambdaMART"]().set_params(**p).fit(Xq, yq, qid).predict(Xq, qid),
+                    {
+                        "n_estimators": integer(cost=True),
+                        "learning_rate": real(0, lo_open=True),
+                        "num_leaves": integer(2, cost=True),
+                        "min_child_samples": integer(),
+                        "bagging_fraction": real(0, 1, lo_open=True),
+                        "feature_fraction": real(0, 1, lo_open=True),
+                        "num_threads": THREADS,
+                        "random_state": SEED_OR_GENERATOR,
+                    },
+                )
+            }
+            if "LambdaMART" in qr
+            else {}
+        ),
+        "RankBlend": (
+            lambda p: qr["RankBlend"]().set_params(**p).fit(Xq, yq, qid).predict(Xq, qid),
+            {
+                "estimators": satisfying(lambda v: False),  # the fuzz values hold no list of rankers
+                "weights": {**satisfying(_two_weights), "optional": True},
+                "grid_steps": integer(cost=True),
+                "k": integer(),
+            },
+        ),
+        **{
+            name: (
+                lambda p, make=make: make().set_params(**p).fit(Xl, y=yl).components_,
+                {
+                    "loss": choice("auc", "map", "mrr", "prec@k", "ndcg"),
+                    "k": optional(integer()),
+                    "C": real(0, lo_open=True),
+                    "epsilon": real(0, lo_open=True),
+                    "max_iter": integer(cost=True),
+                    "admm_max_iter": integer(cost=True),
+                    "admm_tol": real(0, lo_open=True),
+                    "warm_start": BOOL,
+                    "num_threads": THREADS,
+                    "show_progress": PROGRESS,
+                    **(
+                        {"regularization": real(0, lo_open=True), "penalty": choice("l21", "l1")}
+                        if name == "RMLR"
+                        else {}
+                    ),
+                },
+            )
+            for name, make in _metric_learners().items()
+        },
         "FRML": (
             lambda p: FRML(**{"max_iter": 5, "random_state": 0, "num_threads": 1, **p}).fit(Xl, y=yl).components_,
             {
@@ -1362,6 +1585,30 @@ def param_targets() -> dict:
     }
 
 
+def _listwise_domains() -> dict:
+    """Parameters shared by the linear listwise learners (ListMLE, ListNet, RPC-MTL)."""
+    return {
+        "learning_rate": real(0, lo_open=True),
+        "iterations": integer(0, cost=True),
+        "regularization": real(0),
+        "average": BOOL,
+        "feature_scaling": optional(choice("standard", "query")),
+        "num_threads": THREADS,
+        "show_progress": PROGRESS,
+        "random_state": SEED_OR_GENERATOR,
+    }
+
+
+def _two_weights(v) -> bool:
+    """Weights of a blend of two members: two non-negative reals with a positive sum."""
+    return (
+        isinstance(v, (list, tuple))
+        and len(v) == 2
+        and all(valid(real(0), w) for w in v)
+        and sum(float(w) for w in v) > 0
+    )
+
+
 @st.composite
 def param_cases(draw, targets=None):
     """A (target, parameter, hostile value) recipe."""
@@ -1376,7 +1623,9 @@ def param_cases(draw, targets=None):
 
 def _too_costly(domain, value) -> bool:
     """A valid value of a work-size parameter large enough to run for minutes (not a bad input)."""
-    return bool(domain.get("cost")) and value is not None and valid(domain, value) and int(value) > 20
+    if domain["kind"] == "any_of":
+        return any(_too_costly(d, value) for d in domain["domains"])
+    return bool(domain.get("cost")) and _is_int(value) and valid(domain, value) and int(value) > 20
 
 
 def param_case_outcome(case) -> Outcome:
@@ -1424,7 +1673,26 @@ def file_models() -> dict:
         lambda: _lgmml_affinity().fit(Xl[:6], base_matrix()),
         lambda m: (m.affinity_.matrix, m.lgmml_.predict(Xq[:, :2], qid), m.components_),
     )
+    for name, make in _metric_learners().items():
+        out[name] = (lambda make=make: make().fit(Xl, y=yl), lambda m: m.transform(Xl))
+    for name, make in _query_rankers().items():
+        out[name] = (lambda make=make: make().fit(Xq, yq, qid), lambda m: m.predict(Xq, qid))
+    if _has("lightfm"):
+        from recsys_ltr.models import LightFMWARP
+
+        out["LightFMWARP"] = (
+            lambda: LightFMWARP(factors=2, iterations=1, random_state=0, num_threads=1).fit(base_matrix()),
+            recommender_answers,
+        )
     return out
+
+
+def _metric_learners() -> dict:
+    """Small configurations of the metric learners to rank (MLR, its robust variant RMLR)."""
+    from recsys_ltr.metric_learning import MLR, RMLR
+
+    few = dict(max_iter=3, admm_max_iter=2, num_threads=1)
+    return {"MLR": lambda: MLR(**few), "RMLR": lambda: RMLR(regularization=0.1, **few)}
 
 
 MUTATIONS = (
@@ -1433,10 +1701,12 @@ MUTATIONS = (
     "wrong_class", "unknown_class", "params_str", "params_seed_list", "params_seed_huge", "params_unknown",
     "params_huge", "version", "state_nan", "state_shape", "csr_index_high", "csr_index_negative",
     "csr_indptr_decreasing", "affinity_kmax", "affinity_kind", "header_not_json", "missing_member",
-    "duplicate_member",
+    "duplicate_member", "swapped_arrays", "swapped_rehashed", "huge_shape", "digest_edit", "digest_missing",
 )  # fmt: skip
 #: mutations that may reach a kernel with bad indices if a check were missing: run in a subprocess
-CRASH_PRONE_MUTATIONS = ("csr_index_high", "csr_index_negative", "csr_indptr_decreasing", "state_shape")
+CRASH_PRONE_MUTATIONS = (
+    "csr_index_high", "csr_index_negative", "csr_indptr_decreasing", "state_shape", "swapped_rehashed", "huge_shape",
+)  # fmt: skip
 
 
 @st.composite
@@ -1619,7 +1889,72 @@ def _mutate_members(mutation, members, header, state, dense, csr, arrays, pos, v
         return _with_header(members, header)
     if mutation == "header_not_json":
         return {**members, "header.npy": _npy(np.array("{not json" if val % 2 else "[1, 2]"))}
+    if mutation in ("swapped_arrays", "swapped_rehashed"):
+        import hashlib
+
+        pair = _swappable(members, pos)
+        if pair is None:
+            return members
+        a, b = pair
+        members = {**members, a: members[b], b: members[a]}
+        if mutation == "swapped_rehashed":  # a consistent forgery: the digests recomputed for the new content
+            header["digests"] = {n[:-4]: _array_digest(_read_npy(d)) for n, d in members.items() if n != "header.npy"}
+            rest = {k: v for k, v in header.items() if k != "header_digest"}
+            header["header_digest"] = hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+            return _with_header(members, header)
+        return members
+    if mutation == "huge_shape":
+        if csr:
+            spec = state[_pick(csr, pos)]
+            spec["shape"] = [2**62, spec["shape"][1]] if val % 2 else [spec["shape"][0], 2**40 + val]
+            return _with_header(members, header)
+        name = _pick([f"{n}.npy" for n in dense], pos)  # a dense member whose .npy header declares 2**40 rows
+        arr = _read_npy(members[name])
+        return {**members, name: _npy_head(arr, (2**40 + val, *arr.shape[1:])) + arr.tobytes()}
+    if mutation == "digest_edit":
+        name = _pick(sorted(header.get("digests", {})), pos) if header.get("digests") else None
+        if name is not None:
+            digest = header["digests"][name]
+            header["digests"][name] = ("0" if digest[val % 64] != "0" else "1").join(
+                (digest[: val % 64], digest[val % 64 + 1 :])
+            )
+        return _with_header(members, header)
+    if mutation == "digest_missing":
+        header.pop("digests", None)
+        return _with_header(members, header)
     return members  # a mutation that does not apply to this model: the intact file
+
+
+def _npy_head(arr, shape) -> bytes:
+    """A ``.npy`` header declaring ``shape`` for ``arr``'s dtype (the data that follows is the caller's)."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(arr.dtype),
+                                                "fortran_order": False, "shape": shape})  # fmt: skip
+    return buf.getvalue()
+
+
+def _swappable(members, pos):
+    """Two members of equal dtype and shape and different content (``None``: no such pair)."""
+    arrays = {n: _read_npy(d) for n, d in sorted(members.items()) if n != "header.npy"}
+    pairs = [
+        (a, b)
+        for a in arrays
+        for b in arrays
+        if a < b and arrays[a].dtype == arrays[b].dtype and arrays[a].shape == arrays[b].shape
+        and not np.array_equal(arrays[a], arrays[b])
+    ]  # fmt: skip
+    return pairs[int(pos * len(pairs)) % len(pairs)] if pairs else None
+
+
+def _array_digest(array) -> str:
+    """sha256 of an array's dtype, shape and C-order bytes (the digest of a version-3 file, computed here)."""
+    import hashlib
+
+    h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()
 
 
 def _edit_param(params, pos, change):
@@ -1630,9 +1965,12 @@ def _edit_param(params, pos, change):
 
 
 def _other_class(name, val):
-    others = sorted(
-        set(model_factories()) - {"AffinityFEBRiu", name} | {"FRML", "GMML", "LGMML", "AffinityFEBR"} - {name}
-    )
+    from recsys_ltr._io import _REGISTRY
+
+    classes = {
+        type(cached(("file_model", m), make)).__name__ for m, (make, _) in cached("file_models", file_models).items()
+    }
+    others = sorted(c for c in classes | {"AffinityFEBR", "FRML", "GMML", "LGMML"} if c != name and c in _REGISTRY)
     return others[val % len(others)]
 
 
@@ -1645,6 +1983,13 @@ _HARMLESS = ("intact",)
 _EITHER = ("flip", "deflate_flip", "float_shape", "affinity_kmax", "affinity_kind", "params_str", "params_huge",
            "params_seed_list", "params_seed_huge", "csr_index_high", "csr_index_negative", "csr_indptr_decreasing",
            "lying_npy_shape", "wrong_class")  # fmt: skip
+#: mutations that must be refused unless they left the file as it was (no pair of arrays to swap)
+_IF_CHANGED = ("swapped_arrays", "swapped_rehashed", "digest_edit", "huge_shape")
+#: a tampered file whose digests were recomputed: the digests detect corruption, not forgery (``_io``)
+FORGERY = (
+    "a forgery with its sha256 digests recomputed loads (the digests detect corruption and edits, they do not "
+    "authenticate: whoever can write the file can recompute them)"
+)
 
 
 def file_case_outcome(case, directory) -> Outcome:
@@ -1672,10 +2017,15 @@ def file_case_outcome(case, directory) -> Outcome:
         return judge(load_and_answer, Reject(r".", "absent", (FileNotFoundError,)))
     reject = Reject(r".", path.split(os.sep)[-1], (ValueError,))
     same = Same(lambda: intact)
-    if case["mutation"] in _HARMLESS:
+    if case["mutation"] in _HARMLESS or (
+        case["mutation"] in _IF_CHANGED and _members(path) == _members(_saved(case["model"], directory))
+    ):
         return judge(load_and_answer, same)
     if case["mutation"] in _EITHER:
         return judge(load_and_answer, Either(reject, same))
+    if case["mutation"] == "swapped_rehashed":
+        outcome = judge(load_and_answer, Either(reject, same))
+        return Outcome("accepted", FORGERY) if outcome.category == "wrong" else outcome
     return judge(load_and_answer, reject)
 
 
@@ -1933,6 +2283,378 @@ def warp_case_outcome(case) -> Outcome:
     return judge(call, Reject(pattern, ""))
 
 
+# ============================================================================ stacked FEBR's configurations
+#: what each FEBR recipe varies -> the values it draws from (JSON-able, built by :func:`_febr_value`)
+FEBR_KINDS = {
+    "bases": ["empty", "one", "tuple", "same_object", "fitted_same", "fitted_other", "febr", "affinity_febr",
+              "string", "class", "none_member", "auto_string"],
+    "holdout": [0, 0.0, 0.2, 0.5, 0.99, 2, 3, 4, 5, 7, 2**62, 1, -1, 1.0, -0.5, True, "nan", "int64:2", "float32:0.5"],
+    "candidates": [1, 2, 5, 6, 7, 2**62, 0, -1, 2.0, True, "int64:3"],
+    "label_exclude_top": [None, 0, 1, 3, 5, 6, 7, 10**9, -1, 2.5, True],
+    "few_positives": [0, 0.2, 0.5, 2, 3],
+    "lambdamart_params": ["fast", "lr_huge", "leaves_huge", "min_data_huge", "objective", "metric", "seed",
+                          "verbose", "threads_huge", "boosting_rf", "iterations_bool", "iterations_float",
+                          "key_none", "key_int", "lr_nan", "max_bin_1", "unknown", "iterations_zero", "not_dict"],
+    "scorer": ["linear", "lambdamart", "LINEAR", " linear", None, 1, "list", "np_str"],
+}  # fmt: skip
+#: lambdamart_params recipe -> (params, expectation: "valid", "reject" or "either" a clear refusal or an answer)
+_LAMBDAMART_RECIPES = {
+    "fast": (LAMBDAMART_FAST, "valid"),
+    "lr_huge": ({**LAMBDAMART_FAST, "learning_rate": 1e308}, "either"),
+    "leaves_huge": ({**LAMBDAMART_FAST, "num_leaves": 2**40}, "either"),
+    "min_data_huge": ({**LAMBDAMART_FAST, "min_data_in_leaf": 10**9}, "either"),
+    "objective": ({**LAMBDAMART_FAST, "objective": "regression"}, "either"),
+    "metric": ({**LAMBDAMART_FAST, "metric": "auc"}, "either"),
+    "seed": ({**LAMBDAMART_FAST, "seed": 5}, "valid"),
+    "verbose": ({**LAMBDAMART_FAST, "verbose": 1}, "valid"),
+    "threads_huge": ({**LAMBDAMART_FAST, "num_threads": 2**40}, "either"),
+    "boosting_rf": ({**LAMBDAMART_FAST, "boosting": "rf"}, "either"),
+    "iterations_bool": ({**LAMBDAMART_FAST, "num_iterations": True}, "reject"),
+    "iterations_float": ({**LAMBDAMART_FAST, "num_iterations": 3.5}, "reject"),
+    "key_none": ({**LAMBDAMART_FAST, None: 1}, "reject"),
+    "key_int": ({**LAMBDAMART_FAST, 1: 2}, "reject"),
+    "lr_nan": ({**LAMBDAMART_FAST, "learning_rate": float("nan")}, "reject"),
+    "max_bin_1": ({**LAMBDAMART_FAST, "max_bin": 1}, "either"),
+    "unknown": ({**LAMBDAMART_FAST, "num_iteratoins": 3}, "reject"),
+    "iterations_zero": ({"num_iterations": 0}, "reject"),
+    "not_dict": ([("num_iterations", 3)], "reject"),
+}
+
+
+@st.composite
+def febr_cases(draw, kind=None):
+    kind = kind or draw(st.sampled_from(sorted(FEBR_KINDS)))
+    return {"kind": kind, "value": draw(st.sampled_from(FEBR_KINDS[kind])), "val": draw(st.integers(0, 99))}
+
+
+def _febr_value(v):
+    if isinstance(v, str) and ":" in v:
+        kind, x = v.split(":")
+        return getattr(np, kind)(float(x) if kind.startswith("float") else int(x))
+    return float(v) if v == "nan" else v
+
+
+def _few_positives_matrix():
+    """9 users x 6 items, users with 1 or 2 positives only."""
+    D = np.zeros((9, 6))
+    for u in range(9):
+        D[u, u % 6] = 1.0
+        if u % 2:
+            D[u, (u + 2) % 6] = 1.0
+    return sp.csr_matrix(D)
+
+
+def _febr_fit(X=None, **params):
+    return _fit_answers(lambda: _stacked_febr(**params))(base_matrix() if X is None else X)
+
+
+def febr_case_outcome(case) -> Outcome:
+    """A configuration of stacked FEBR: a clear refusal naming the parameter, or finite answers equal
+    to those of the canonical configuration (same seed: the answers are deterministic)."""
+    from recsys_ltr.febr import AffinityFEBR
+    from recsys_ltr.models import ItemKNN, Popularity
+
+    kind, value = case["kind"], _febr_value(case["value"])
+    X7 = base_matrix()
+
+    def two():
+        return [ItemKNN(k=2, num_threads=1), Popularity(num_threads=1)]
+
+    reference = lambda: _febr_fit()  # noqa: E731
+    if kind == "bases":
+        other = sp.csr_matrix(np.eye(5, 4) + np.eye(5, 4, 1))
+        if value in ("empty", "febr", "affinity_febr", "string", "class", "none_member", "auto_string"):
+            bad = {"empty": [], "febr": [ItemKNN(k=2), _stacked_febr()], "string": "itemknn", "class": [ItemKNN],
+                   "affinity_febr": [AffinityFEBR(**PAPER, k=2, max_iter=10, eval_every=10, random_state=0)],
+                   "none_member": [ItemKNN(k=2), None], "auto_string": "AUTO"}[value]  # fmt: skip
+            return judge(lambda: _febr_fit(bases=bad), Reject(r"bases|base of FEBR", ""))
+        if value == "one":
+            return judge(lambda: _febr_fit(bases=[ItemKNN(k=2, num_threads=1)]), Same(
+                lambda: _febr_fit(bases=[ItemKNN(k=2, num_threads=1)]), finite=True))  # fmt: skip
+        b = ItemKNN(k=2, num_threads=1)
+        given = {
+            "tuple": lambda: tuple(two()),
+            "same_object": lambda: [b, b],
+            "fitted_same": lambda: [m.fit(X7) for m in two()],
+            "fitted_other": lambda: [m.fit(other) for m in two()],
+        }[value]
+        ref = (lambda: _febr_fit(bases=[ItemKNN(k=2, num_threads=1)] * 1 + [ItemKNN(k=2, num_threads=1)])) if (
+            value == "same_object") else reference  # fmt: skip
+        same = Same(ref, finite=True)
+        if value in ("same_object", "fitted_other"):
+            return judge(lambda: _febr_fit(bases=given()), Either(Reject(r"bases", "bases"), same))
+        return judge(lambda: _febr_fit(bases=given()), same)
+    if kind in ("holdout", "few_positives"):
+        X = X7 if kind == "holdout" else _few_positives_matrix()
+        most = int(np.diff(X.indptr).max())
+        call = lambda: _febr_fit(X, holdout=value)  # noqa: E731
+        if _is_int(value) and int(value) != 0:
+            if int(value) < 2:
+                return judge(call, Reject(r"holdout", "holdout"))
+            if int(value) > max(most, 2):
+                return judge(call, Reject(r"holdout=\d+ folds", "holdout"))
+            return judge(call, Same(lambda: _febr_fit(X, holdout=int(value)), finite=True))
+        if not valid(real(0, 1, hi_open=True), value) and not _is_int(value):
+            return judge(call, Reject(r"holdout", "holdout"))
+        ref = 0 if float(value) == 0 else float(value)  # 0.0: training on X itself, as 0 is
+        return judge(call, Same(lambda: _febr_fit(X, holdout=ref), finite=True))
+    if kind == "candidates":
+        call = lambda: _febr_fit(candidates=value)  # noqa: E731
+        if not valid(integer(), value):
+            return judge(call, Reject(r"candidates", "candidates"))
+        return judge(call, Same(lambda: _febr_fit(candidates=min(int(value), X7.shape[1])), finite=True))
+    if kind == "label_exclude_top":
+        call = lambda: _febr_fit(label_exclude_top=value)  # noqa: E731
+        if value is not None and not valid(integer(0), value):
+            return judge(call, Reject(r"label_exclude_top", "label_exclude_top"))
+        if value is not None and value >= X7.shape[1]:
+            return judge(call, Reject(r"label_exclude_top=\d+ leaves no item", "label_exclude_top"))
+        return judge(call, Same(lambda: _febr_fit(label_exclude_top=value), finite=True))
+    if kind == "lambdamart_params":
+        if not _has("lightgbm"):
+            return Outcome("accepted", "LightGBM (optional) is not installed")
+        params, expect = _LAMBDAMART_RECIPES[value]
+        call = lambda: _febr_fit(scorer="lambdamart", lambdamart_params=params)  # noqa: E731
+        reject = Reject(r"lambdamart_params|LightGBM", "lambdamart_params")
+        same = Same(call, finite=True)
+        either = Either(Reject(r"lambdamart_params|LightGBM|diverged", ""), same)  # LightGBM's words, or divergence
+        return judge(call, {"valid": same, "reject": reject, "either": either}[expect])
+    # scorer
+    given = {"list": ["linear"], "np_str": np.str_("linear")}.get(value, value)
+    call = lambda: _febr_fit(scorer=given, lambdamart_params=LAMBDAMART_FAST)  # noqa: E731
+    if value in ("linear", "np_str") or (value == "lambdamart" and _has("lightgbm")):
+        canonical_scorer = "linear" if value == "np_str" else value
+        return judge(call, Same(lambda: _febr_fit(scorer=canonical_scorer, lambdamart_params=LAMBDAMART_FAST),
+                                finite=True))  # fmt: skip
+    return judge(call, Reject(r"scorer", "scorer"))
+
+
+# ============================================================================ executors
+#: hostile ``executor=`` arguments: recipe -> expectation ("valid": as executor=None; else the regex)
+EXECUTOR_VALUES = {
+    "none": "valid", "serial": "valid", "instance": "valid", "np_str": "valid", "processes": "valid",
+    "bogus": r"unknown executor", "empty": r"unknown executor", "upper": r"unknown executor",
+    "padded": r"unknown executor", "int": r"executor must be", "bytes": r"executor must be",
+    "list": r"executor must be", "class": r"executor must be", "object": r"executor must be",
+    "true": r"executor must be", "dict": r"executor must be",
+    "address_serial": r"address", "address_instance": r"address",
+    "n_workers_zero": r"n_workers", "n_workers_str": r"n_workers", "n_workers_float": r"n_workers",
+    "n_workers_huge": r"n_workers", "threads_zero": r"threads", "threads_bool": r"threads",
+    "max_retries_negative": r"max_retries", "max_pending_zero": r"max_pending",
+    "ray_address_int": r"address", "ray_address_empty": r"address", "ray_init_kwargs": r"init_kwargs",
+    "ray_cpus_zero": r"cpus_per_task",
+}  # fmt: skip
+#: where an ``executor=`` is taken: name -> call(executor, address)
+EXECUTOR_ENTRIES = ("evaluate", "score_users", "recommend_all", "febr_features")
+
+
+@st.composite
+def executor_cases(draw, entry=None):
+    return {"value": draw(st.sampled_from(sorted(EXECUTOR_VALUES))), "batch": draw(st.sampled_from([None, 1, 3]))}
+
+
+def _executor_value(recipe):
+    from recsys_ltr.executors import Executor, ProcessExecutor, RayExecutor, SerialExecutor
+
+    return {
+        "none": lambda: None, "serial": lambda: "serial", "instance": SerialExecutor, "np_str": lambda: np.str_("serial"),
+        "processes": lambda: ProcessExecutor(n_workers=1, threads=1),
+        "bogus": lambda: "bogus", "empty": lambda: "", "upper": lambda: "SERIAL", "padded": lambda: " serial",
+        "int": lambda: 3, "bytes": lambda: b"serial", "list": lambda: ["serial"], "class": lambda: SerialExecutor,
+        "object": object, "true": lambda: True, "dict": lambda: {"executor": "serial"}, "address_serial": lambda: "serial",
+        "address_instance": SerialExecutor,
+        "n_workers_zero": lambda: ProcessExecutor(n_workers=0), "n_workers_str": lambda: ProcessExecutor(n_workers="2"),
+        "n_workers_float": lambda: ProcessExecutor(n_workers=1.5), "n_workers_huge": lambda: ProcessExecutor(n_workers=2**70),
+        "threads_zero": lambda: ProcessExecutor(threads=0), "threads_bool": lambda: ProcessExecutor(threads=True),
+        "max_retries_negative": lambda: ProcessExecutor(max_retries=-1),
+        "max_pending_zero": lambda: ProcessExecutor(max_pending=0),
+        "ray_address_int": lambda: RayExecutor(address=6379), "ray_address_empty": lambda: RayExecutor(address=""),
+        "ray_init_kwargs": lambda: RayExecutor(init_kwargs=[("num_cpus", 1)]),
+        "ray_cpus_zero": lambda: RayExecutor(cpus_per_task=0),
+        "executor_base": Executor,
+    }[recipe]()  # fmt: skip
+
+
+def _executor_call(entry, executor, batch, address=None):
+    from recsys_ltr.executors import recommend_all, score_users
+    from recsys_ltr.febr import febr_features
+    from recsys_ltr.metrics import evaluate
+
+    X7, T7 = base_matrix(), _test_matrix()
+    kw = {"executor": executor, **({"address": address} if address is not None else {})}
+    if entry == "evaluate":
+        return dict(evaluate(fitted("ItemKNN"), X7, T7, k=3, batch_size=batch, **kw))
+    if address is not None:
+        raise AssertionError("address is evaluate's")  # the other entries take no address
+    if entry == "score_users":  # blocks come as they finish: in the order of their users
+        return sorted(((u.tolist(), s) for u, s in score_users(fitted("ItemKNN"), batch_size=batch, **kw)), key=_first)
+    if entry == "recommend_all":
+        return recommend_all(fitted("ItemKNN"), N=3, batch_size=batch, **kw)
+    blocks = febr_features(fitted("FEBR"), batch_size=batch, **kw)
+    return sorted(((u.tolist(), *rest) for u, *rest in blocks), key=_first)
+
+
+def _first(block):
+    return block[0]
+
+
+def executor_case_outcome(entry, case) -> Outcome:
+    """An ``executor=`` argument (a name, an instance, a bad constructor argument): a clear error
+    naming it before any task runs, or the answers of ``executor=None``."""
+    from recsys_ltr.executors import Executor
+
+    recipe, batch = case["value"], case["batch"]
+    expect = EXECUTOR_VALUES[recipe]
+    address = "auto" if recipe.startswith("address_") else None
+    if address is not None and entry != "evaluate":
+        recipe, expect, address = "bogus", EXECUTOR_VALUES["bogus"], None
+    if recipe.startswith("ray_") and not _has("ray"):
+        return judge(lambda: _executor_value(recipe), Reject(r"Ray", "ray", (ImportError,)))
+
+    def call():
+        executor = _executor_value(recipe)
+        try:
+            return _executor_call(entry, executor, batch, address)
+        finally:
+            if isinstance(executor, Executor):
+                executor.close()
+
+    if expect == "valid":
+        return judge(call, Same(lambda: _executor_call(entry, None, batch), finite=entry != "febr_features"))
+    return judge(call, Reject(expect, ""))
+
+
+# ============================================================================ the evaluation cache
+#: damage done to a cache file: None for the intact file (a hit), else it must be a miss
+CACHE_DAMAGES = {
+    "intact": None, "edit_test": "miss", "edit_per_user": "miss", "edit_users": "miss", "edit_params": "miss",
+    "wrong_key": "miss", "key_missing": "miss", "sha_missing": "miss", "sha_wrong": "miss", "broken_json": "miss",
+    "truncated": "miss", "empty": "miss", "not_object": "miss", "result_missing_field": "miss",
+    "result_extra_field": "miss", "nan_literal": "miss", "deep_nesting": "miss", "binary": "miss",
+    "directory": "miss", "forged": "forged", "forged_users_huge": "forged", "forged_per_user_str": "forged",
+    "forged_mean": "forged", "forged_users_float": "forged",
+}  # fmt: skip
+FORGED_CACHE = (
+    "a cache file forged with a consistently recomputed sha256 is read (the digest guards integrity, not "
+    "authenticity: README)"
+)
+
+
+@st.composite
+def cache_cases(draw, entry=None):
+    return {"damage": draw(st.sampled_from(sorted(CACHE_DAMAGES))), "val": draw(st.integers(0, 10**6))}
+
+
+def _cache_result():
+    from recsys_ltr.eval.runner import FoldResult
+
+    users = np.array([0, 2, 5], dtype=np.int64)
+    per_user = {"ADG": np.array([0.5, 0.25, 1.0]), "NDCG@10": np.array([0.1, 0.2, 0.3])}
+    return FoldResult(
+        method="popularity", fold=0, params={"k": 3}, validation=0.4,
+        test={m: float(v.mean()) for m, v in per_user.items()}, test_stderr=dict.fromkeys(per_user, 0.1),
+        per_user=per_user, users=users, fit_seconds=0.5, trials=[{"level": 1, "params": {"k": 3}, "validation": 0.4}],
+    )  # fmt: skip
+
+
+def _cache_digest(key, result):
+    import hashlib
+
+    return hashlib.sha256(json.dumps({"key": key, "result": result}, sort_keys=True).encode()).hexdigest()
+
+
+def cache_case_outcome(case, directory) -> Outcome:
+    """A damaged, edited or forged cache file of one unit: ``UnitCache.load`` must return ``None`` (the
+    unit is recomputed) with no exception, never a result; the intact file loads as stored."""
+    import contextlib
+    import io
+    import shutil
+
+    from recsys_ltr.eval.runner import UnitCache
+
+    damage, val = case["damage"], case["val"]
+    where = os.path.join(directory, f"cache-{damage}-{val}")
+    shutil.rmtree(where, ignore_errors=True)
+    settings = {"dataset": "synthetic", "protocol": "standard", "budget": "quick", "seed": 0, "k": 10}
+    cache = UnitCache(where, **settings)
+    stored = _cache_result()
+    path = cache.store(stored)
+    payload = json.loads(open(path).read())
+    key, result = payload["key"], payload["result"]
+    text = None
+    if damage == "edit_test":
+        result["test"]["ADG"] += 0.01 * (1 + val % 5)
+    elif damage == "edit_per_user":
+        result["per_user"]["ADG"][val % 3] = 0.0
+        result["test"]["ADG"] = float(np.mean(result["per_user"]["ADG"]))
+    elif damage == "edit_users":
+        result["users"][val % 3] += 1
+    elif damage == "edit_params":
+        result["params"] = {"k": 4}
+    elif damage == "wrong_key":
+        key["seed"] = 1 + val % 7
+    elif damage == "key_missing":
+        payload.pop("key")
+    elif damage == "sha_missing":
+        payload.pop("sha256")
+    elif damage == "sha_wrong":
+        payload["sha256"] = payload["sha256"][::-1]
+    elif damage == "not_object":
+        text = json.dumps([payload])
+    elif damage == "result_missing_field":
+        result.pop("test")
+    elif damage == "result_extra_field":
+        result["bogus"] = 1
+    elif damage.startswith("forged"):
+        forged = {"forged": lambda: (result["per_user"].__setitem__("ADG", [1.0, 1.0, 1.0]),
+                                     result["test"].__setitem__("ADG", 1.0)),
+                  "forged_users_huge": lambda: result.__setitem__("users", [10**30, 2, 5]),
+                  "forged_per_user_str": lambda: result["per_user"].__setitem__("ADG", ["a", "b", "c"]),
+                  "forged_mean": lambda: result["test"].__setitem__("ADG", 99.0),
+                  "forged_users_float": lambda: result.__setitem__("users", [0.5, 2.0, 5.0])}  # fmt: skip
+        forged[damage]()
+        result = json.loads(json.dumps(result))
+    if damage in ("edit_test", "edit_per_user", "edit_users", "edit_params", "result_missing_field",
+                  "result_extra_field") or damage.startswith("forged"):  # fmt: skip
+        payload["result"] = result
+        if damage.startswith("forged"):
+            payload["sha256"] = _cache_digest(payload["key"], result)
+    raw = (text if text is not None else json.dumps(payload)).encode()
+    raw = {
+        "broken_json": lambda: raw[: len(raw) // 2] + b"}{" + raw[len(raw) // 2 :],
+        "truncated": lambda: raw[: val % len(raw)],
+        "empty": lambda: b"",
+        "nan_literal": lambda: raw.replace(b'"validation": 0.4', b'"validation": NaN', 1),
+        "deep_nesting": lambda: b"[" * 100_000 + b"]" * 100_000,
+        "binary": lambda: bytes(np.random.default_rng(val).integers(0, 256, 200, dtype=np.uint8)),
+    }.get(damage, lambda: raw)()
+    os.unlink(path)
+    if damage == "directory":
+        os.makedirs(path)
+    else:
+        with open(path, "wb") as f:
+            f.write(raw)
+
+    def load():
+        with contextlib.redirect_stderr(io.StringIO()):
+            return cache.load("popularity", 0, stored.users)
+
+    got, exc = _call(load)
+    if exc is not None:
+        return Outcome("unexplained", f"UnitCache.load raised {_message(exc)}")
+    expect = CACHE_DAMAGES[damage]
+    if expect is None:
+        return Outcome("right") if got is not None and equal(got.to_json(), stored.to_json()) else (
+            Outcome("wrong", f"the intact cache file gave {_short(got)}"))  # fmt: skip
+    if got is None:
+        return Outcome("right")
+    if damage == "forged":
+        return Outcome("accepted", FORGED_CACHE)
+    if expect == "forged":  # a forgery whose content is malformed: refused all the same
+        return Outcome("undocumented", f"a malformed forged cache file ({damage}) was read: {_short(got)}")
+    return Outcome("wrong", f"a {damage} cache file was reported as a result: {_short(got)}")
+
+
 # ============================================================================ command line
 _CLI_BAD = [
     ["--k", "abc"], ["--k", "0"], ["--k", "-3"], ["--k", "1.5"], ["--k", ""], ["--k", "999999"], ["--folds", "0"],
@@ -2021,6 +2743,17 @@ def families() -> dict:
             sorted(cached("array_targets", array_targets)),
             lambda e, c, d: array_case_outcome(c),
         ),
+        "febr": (
+            lambda e, crash=None: febr_cases(e),
+            sorted(FEBR_KINDS),
+            lambda e, c, d: febr_case_outcome(c),
+        ),
+        "executors": (
+            lambda e, crash=None: executor_cases(e),
+            list(EXECUTOR_ENTRIES),
+            lambda e, c, d: executor_case_outcome(e, c),
+        ),
+        "cache": (lambda e, crash=None: cache_cases(), ["UnitCache.load"], lambda e, c, d: cache_case_outcome(c, d)),
         "selftest": (lambda e, crash=None: st.just({}), ["abort", "hang"], lambda e, c, d: _selftest(e)),
     }
 
@@ -2186,11 +2919,12 @@ def _ap_brute(y, scores, qid):
 
 def _query_rankers() -> dict:
     """Small, seeded configurations of the listwise query-document learners."""
-    from recsys_ltr.ltr import RPCMTL, LambdaMART, ListMLE, ListNet
+    from recsys_ltr.ltr import RPCMTL, LambdaMART, ListMLE, ListNet, RankBlend
 
     few = dict(iterations=2, random_state=0)
     out = {"ListMLE": lambda: ListMLE(**few), "ListNet": lambda: ListNet(**few),
-           "RPCMTL": lambda: RPCMTL(n_clusters=2, max_iter=5, kappa1=1, kappa2=2, **few)}  # fmt: skip
+           "RPCMTL": lambda: RPCMTL(n_clusters=2, max_iter=5, kappa1=1, kappa2=2, **few),
+           "RankBlend": lambda: RankBlend([ListMLE(**few), ListNet(**few)])}  # fmt: skip
     try:
         import lightgbm  # noqa: F401  (optional dependency)
     except ImportError:

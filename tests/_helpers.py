@@ -8,7 +8,7 @@ import signal
 import numpy as np
 import scipy.sparse as sp
 
-from recsys_ltr._io import _digest
+from recsys_ltr._io import _digest, _header_digest
 
 
 def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
@@ -173,6 +173,8 @@ def resave(dst, **arrays):
         header = None
     if isinstance(header, dict) and isinstance(header.get("digests"), dict):
         header["digests"] = {k: _digest(np.asarray(v)) for k, v in arrays.items() if k != "header"}
+        if "header_digest" in header:
+            header["header_digest"] = _header_digest(header)
         arrays = {**arrays, "header": np.array(json.dumps(header))}
     np.savez(dst, **arrays)
     return dst

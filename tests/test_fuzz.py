@@ -95,6 +95,29 @@ def test_hostile_command_lines(tmp_path_factory, case):
     check("cli", "python -m recsys_ltr.eval", case, str(tmp_path_factory.getbasetemp()))
 
 
+@pytest.mark.kernels
+@fuzz(30)
+@given(case=_fuzz.febr_cases())
+def test_hostile_stacked_febr_configurations(case):
+    """Bases lists (empty, one, a tuple, one object twice, fitted on X or on another matrix, a FEBR),
+    holdout fractions / folds / 0, candidates and label_exclude_top extremes, users with 1-2
+    positives, scorers and LightGBM settings."""
+    check("febr", case["kind"], case)
+
+
+@pytest.mark.kernels
+@fuzz(20)
+@given(entry=st.sampled_from(_fuzz.EXECUTOR_ENTRIES), case=_fuzz.executor_cases())
+def test_hostile_executor_arguments(entry, case):
+    check("executors", entry, case)
+
+
+@fuzz(25)
+@given(case=_fuzz.cache_cases())
+def test_damaged_evaluation_cache_files_are_recomputed(tmp_path_factory, case):
+    check("cache", "UnitCache.load", case, str(tmp_path_factory.getbasetemp()))
+
+
 # ----------------------------------------------------------------------------- crash-prone, in a subprocess
 def _draw(strategy, n):
     """``n`` derandomised examples of ``strategy`` (drawn here, run in the worker)."""
@@ -648,3 +671,93 @@ def test_negative_affinities_are_a_documented_acceptance():
     M = sp.csr_matrix(np.array([[0.0, -1.0, -2.0], [-0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]))
     A = Affinity(M, 2)
     np.testing.assert_array_equal(A.matrix.toarray(), M.toarray())
+
+
+# ----------------------------------------------------------------------------- round 3: the new entry points
+def test_lambdamart_divergence_is_a_floating_point_error():
+    pytest.importorskip("lightgbm")
+    from recsys_ltr.ltr import LambdaMART
+
+    X, y, qid = _fuzz._ltr_data()  # LightGBM dumps infinite leaves as bare inf: was json's JSONDecodeError
+    with pytest.raises(FloatingPointError, match="LambdaMART diverged"):
+        LambdaMART(n_estimators=3, min_child_samples=2, learning_rate=1e308).fit(X, y, qid)
+    with pytest.raises(FloatingPointError, match="LambdaMART diverged"):
+        _fuzz._stacked_febr(
+            scorer="lambdamart", lambdamart_params={**_fuzz.LAMBDAMART_FAST, "learning_rate": 1e308}
+        ).fit(_fuzz.base_matrix())
+
+
+@pytest.mark.parametrize("damage", ["directory", "forged_users_huge", "forged_users_float"])
+def test_cache_files_that_are_directories_or_forged_with_bad_ids_are_recomputed(tmp_path, damage):
+    """Were IsADirectoryError and OverflowError out of UnitCache.load, and float user ids (0.5) read
+    as integers (user 0) from a forged file."""
+    outcome = _fuzz.cache_case_outcome({"damage": damage, "val": 0}, str(tmp_path))
+    assert outcome.category == "right", outcome.detail
+
+
+def test_recommend_all_names_its_users_argument():
+    from recsys_ltr.executors import recommend_all, recommend_users
+
+    model = _fuzz.fitted("ItemKNN")
+    for call in (recommend_all, recommend_users):
+        with pytest.raises(ValueError, match=r"users out of range \[0, 7\): \[8\]"):  # was "userid"
+            call(model, users=[8])
+
+
+def test_rpcmtl_takes_numpy_integer_parameters():
+    from recsys_ltr.ltr import RPCMTL
+
+    X, y, qid = _fuzz._ltr_data()
+    params = dict(max_iter=5, kappa1=1, kappa2=2, iterations=2, random_state=0)
+    got = RPCMTL(n_clusters=np.uint64(3), **params).fit(X, y, qid).predict(X, qid)  # was IndexError
+    np.testing.assert_array_equal(got, RPCMTL(n_clusters=3, **params).fit(X, y, qid).predict(X, qid))
+
+
+def test_rank_blend_checks_its_weights_and_members():
+    from recsys_ltr.ltr import ListMLE, RankBlend
+
+    X, y, qid = _fuzz._ltr_data()
+    with pytest.raises(TypeError, match="weights must be a sequence"):  # was "'int' object is not iterable"
+        RankBlend([ListMLE(iterations=1)], weights=3).fit(X, y, qid)
+    with pytest.raises(TypeError, match="estimators must be rankers"):  # was scikit-learn's "Cannot clone object"
+        RankBlend([ListMLE(iterations=1), 1]).fit(X, y, qid)
+
+
+def test_mlr_k_message_shows_numpy_integers_as_integers():
+    from recsys_ltr.metric_learning import MLR
+
+    X, y = _fuzz._labels_data()
+    with pytest.raises(ValueError, match=r"got k=3 with loss='map'"):  # was k=np.uint64(3)
+        MLR(k=np.uint64(3)).fit(X, y=y)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("mutation", ["swapped_arrays", "digest_edit", "digest_missing", "huge_shape"])
+@pytest.mark.parametrize("model", ["FEBR", "GFCF", "EASEsparse", "ListMLE", "RMLR"])
+def test_swapped_arrays_and_edited_digests_are_refused(tmp_path, model, mutation):
+    outcome = _fuzz.file_case_outcome({"model": model, "mutation": mutation, "pos": 0.3, "val": 5}, str(tmp_path))
+    assert outcome.category in ("clear", "right"), outcome.detail
+
+
+def test_lgmml_affinity_float32_content_weight_is_the_float():
+    from recsys_ltr.ltr import LGMMLAffinity  # noqa: F401  (the fuzz suite's small configuration)
+
+    F, X = _fuzz._labels_data()[0][:6], _fuzz.base_matrix()
+    got = _fuzz._lgmml_affinity(content_weight=np.float32(0.5)).fit(F, X).affinity_.matrix  # was a float32 product
+    want = _fuzz._lgmml_affinity(content_weight=0.5).fit(F, X).affinity_.matrix
+    assert _fuzz.equal(got, want)
+
+
+def test_a_model_file_with_an_edited_valid_parameter_is_refused(tmp_path):
+    case = {"model": "GFCF", "mutation": "params_huge", "pos": 0.1, "val": 3}
+    outcome = _fuzz.file_case_outcome(case, str(tmp_path))  # alpha 0.3 -> 1e308 loaded, scores of 1e307
+    assert outcome.category == "clear", outcome.detail
+
+
+def test_lgmml_affinity_refuses_explicit_zeros_in_its_feedback():
+    X = sp.coo_matrix(([1.0, 0.0], ([0, 1], [0, 3])), shape=(7, 6))  # the stored zero made item 3 warm
+    with pytest.raises(ValueError, match="X stores 1 explicit zero"):
+        _fuzz._lgmml_affinity().fit(_fuzz._labels_data()[0][:6], X)
+    R = sp.coo_matrix(([1.0, 0.0], ([1, 4], [2, 4])), shape=(6, 6))  # the stored zero made item 4 warm
+    with pytest.raises(ValueError, match="relevance stores 1 explicit zero"):
+        _fuzz._lgmml_affinity().fit(_fuzz._labels_data()[0][:6], relevance=R)

@@ -12,6 +12,7 @@ from recsys_ltr._io import (
     FORMAT,
     FORMAT_VERSION,
     _digest,
+    _header_digest,
     atomic_write,
     npz_path,
     read_estimator_file,
@@ -31,6 +32,8 @@ def _write(path, header, compression=zipfile.ZIP_STORED, **arrays):
 
     if isinstance(header, dict) and header.get("version") == FORMAT_VERSION and "digests" not in header:
         header = {**header, "digests": {name: _digest(np.asarray(v)) for name, v in arrays.items()}}
+    if isinstance(header, dict) and header.get("version") == FORMAT_VERSION and "header_digest" not in header:
+        header = {**header, "header_digest": _header_digest(json.loads(json.dumps(header)))}
     with zipfile.ZipFile(path, "w", compression=compression) as zf:
         for name, value in {
             "header": np.array(json.dumps(header) if isinstance(header, dict) else header),
@@ -246,3 +249,14 @@ def test_swapped_or_altered_arrays_are_refused_by_their_digests(tmp_path):
     _write(tmp_path / "v3.npz", {**legacy, "version": 3, "digests": None}, a_=np.arange(4.0), b_=np.ones(4))
     with pytest.raises(ValueError, match="'digests' is missing"):
         read_estimator_file(tmp_path / "v3.npz")
+
+
+def test_an_edited_parameter_that_is_still_valid_is_refused(tmp_path):
+    """The header's own digest: a valid but different parameter loaded as another model."""
+    path = write_estimator_file(tmp_path / "m", "C", {"alpha": 0.3}, {"a_": np.arange(4.0)})
+    header = json.loads(str(np.load(path)["header"]))
+    assert read_estimator_file(path)[0]["params"] == {"alpha": 0.3}
+    header["params"]["alpha"] = 1e308
+    _write(tmp_path / "edited.npz", header, a_=np.arange(4.0))
+    with pytest.raises(ValueError, match="the header does not match its digest"):
+        read_estimator_file(tmp_path / "edited.npz")

@@ -133,7 +133,7 @@ def test_bad_input_fails_before_any_task_with_the_in_process_message(ray_executo
             evaluate(item_knn, executor=ray_executor, **kwargs)
         assert str(remote.value) == str(local.value)
     for kwargs, match in (
-        (dict(users=[-1]), "userid"),
+        (dict(users=[-1]), "users out of range"),
         (dict(N=0), "N"),
         (dict(filter_items=[1], items=[2]), "give filter_items or items, not both"),
         (dict(batch_size=-3), "batch_size"),

@@ -135,7 +135,10 @@ class FoldResult:
     def from_json(cls, data: dict) -> FoldResult:
         data = dict(data)
         data["per_user"] = {m: np.asarray(v, dtype=float) for m, v in data["per_user"].items()}
-        data["users"] = np.asarray(data["users"], dtype=np.int64)
+        users = np.asarray(data["users"])
+        if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):  # 0.5 was read as user 0
+            raise ValueError(f"users must be a list of integer user ids, got {users.dtype} of shape {users.shape}")
+        data["users"] = users.astype(np.int64)
         data["filtered"] = None if data.get("filtered") is None else cls.from_json(data["filtered"])
         return cls(**data)
 
@@ -487,7 +490,7 @@ class UnitCache:
             return result
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             print(f"ignoring cache file {path}: {exc}; recomputing", file=sys.stderr)
             return None
 
@@ -522,7 +525,7 @@ class TrialLog:
                     self.trials = list(payload["trials"])
             except FileNotFoundError:
                 pass
-            except (ValueError, KeyError, TypeError) as exc:
+            except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
                 print(f"ignoring unreadable trial log {self.path}: {exc}", file=sys.stderr)
         return list(self.trials)
 

@@ -346,7 +346,7 @@ def _supervision(X, relevance, n, frac, scope="all"):
     if (X is None) == (relevance is None):
         raise ValueError("give either the training feedback X or a relevance matrix (not both, not neither)")
     if X is not None:
-        X = check_sparse(X, "X")
+        X = _without_zeros(check_sparse(X, "X"), "X")  # weights kept (coconsumption_relevance's cosines read them)
         if X.shape[1] != n:
             raise ValueError(f"X has {X.shape[1]} items (columns), the content F {n}")
         warm = np.flatnonzero(np.diff(X.tocsc().indptr) > 0)
@@ -355,13 +355,24 @@ def _supervision(X, relevance, n, frac, scope="all"):
         return warm, (
             (sp.csc_matrix(X)[:, warm], frac) if scope == "candidates" else coconsumption_relevance(X, frac, warm)
         )
-    R = check_sparse(relevance, "relevance")
+    R = _without_zeros(check_sparse(relevance, "relevance"), "relevance")
     if R.shape != (n, n):
         raise ValueError(f"relevance must be ({n}, {n}) (items x items), got {R.shape}")
     warm = np.flatnonzero((np.diff(R.indptr) > 0) | (np.diff(R.tocsc().indptr) > 0))
     if warm.size < 2:
         raise ValueError("relevance covers fewer than 2 items")
     return warm, sp.csr_matrix(R[warm][:, warm] > 0, dtype=np.float64)
+
+
+def _without_zeros(M, name) -> sp.csr_matrix:
+    """``M`` unless it stores a zero, which would make its item warm (missing or negative feedback?)."""
+    zeros = int(np.count_nonzero(M.data == 0))
+    if zeros:
+        raise ValueError(
+            f"{name} stores {zeros} explicit zero(s); call {name}.eliminate_zeros() first (an explicit zero is "
+            "ambiguous: missing or negative feedback?)"
+        )
+    return M
 
 
 def _reduction(Fw, n_components, seed) -> np.ndarray:
@@ -413,6 +424,7 @@ def rerank_costs(cand, f, d2, k, content_weight) -> sp.csr_matrix:
     ``cand``, ``f``, ``d2`` are ``(n, n_candidates)``; the stored values are the costs (``>= 0``).
     """
     n = cand.shape[0]
+    content_weight = float(content_weight)  # a float32 weight made w * s a float32 product
     neg_f = np.maximum(-f, 0.0)
     scale_f, scale_d = float(np.median(neg_f)), float(np.median(d2))
     s = scale_f / scale_d if scale_f > 0 and scale_d > 0 else 1.0

@@ -223,6 +223,9 @@ class RankBlend(Persistable, QueryRanker):
     def _check_params(self):
         if not isinstance(self.estimators, (list, tuple)) or len(self.estimators) == 0:
             raise ValueError("estimators must be a non-empty list of rankers")
+        bad = [est for est in self.estimators if not (hasattr(est, "fit") and hasattr(est, "predict"))]
+        if bad:
+            raise TypeError(f"estimators must be rankers with fit(X, y, qid) and predict(X, qid), got {bad[0]!r}")
         check_positive_int(self.grid_steps, "grid_steps")
         check_positive_int(self.k, "k")
         if self.weights is not None:
@@ -232,6 +235,8 @@ class RankBlend(Persistable, QueryRanker):
         n = len(self.estimators)
         if self.weights is None:
             return np.full(n, 1.0 / n)
+        if isinstance(self.weights, (str, bytes, dict, set)) or not hasattr(self.weights, "__iter__"):
+            raise TypeError(f"weights must be a sequence of {n} non-negative numbers or None, got {self.weights!r}")
         w = np.array([check_real(v, "weights") for v in self.weights], dtype=np.float64)
         if w.shape != (n,) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError(f"weights must be {n} non-negative numbers with a positive sum, got {self.weights!r}")

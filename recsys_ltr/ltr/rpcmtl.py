@@ -425,11 +425,11 @@ class RPCMTL(LinearListwise):
         return self
 
     def _coef_shape(self, d):
-        return (self.n_clusters, d)
+        return (int(self.n_clusters), d)
 
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
-        d, K = self.n_features_in_, self.n_clusters
+        d, K = self.n_features_in_, int(self.n_clusters)
         if self.metric_.shape != (d, d) or self.odr_coef_.shape != (d,) or self.odr_thresholds_.shape != (K - 1,):
             raise ValueError(f"metric_, odr_coef_ or odr_thresholds_ do not fit {K} clusters in {d} features")
         if np.any(np.diff(self.odr_thresholds_) <= 0):
@@ -460,7 +460,7 @@ class RPCMTL(LinearListwise):
 
     def predict_cluster(self, X, qid) -> np.ndarray:
         """f_odr's cluster of each row (0 = the most preferred degree)."""
-        return self.n_clusters - 1 - self._degree(self._scaled(X, qid))
+        return int(self.n_clusters) - 1 - self._degree(self._scaled(X, qid))
 
     def _degree(self, Xs):
         return np.sum((Xs @ self.odr_coef_)[:, None] > self.odr_thresholds_[None, :], axis=1)
@@ -469,7 +469,7 @@ class RPCMTL(LinearListwise):
         """Scores ordering each query by f_odr's degree, then by the degree's ranker (Fig. 3)."""
         Xs = self._scaled(X, qid)
         degree = self._degree(Xs)
-        cluster = self.n_clusters - 1 - degree
+        cluster = int(self.n_clusters) - 1 - degree  # an int: a numpy uint64 would make the clusters floats
         s = np.empty(Xs.shape[0])
         for k in np.unique(cluster):  # one matrix-vector product per cluster (K = 1: ListMLE's)
             rows = cluster == k

@@ -12,6 +12,7 @@ Used by :class:`~recsys_ltr.ltr.LambdaMART` and by FEBR's re-ranker (:class:`~re
 from __future__ import annotations
 
 import difflib
+import json
 from typing import NamedTuple
 
 import numpy as np
@@ -194,6 +195,15 @@ def fit_lambdamart(train, valid, params, random_state, num_threads):
     except lightgbm.basic.LightGBMError as exc:  # our DEFAULTS are valid: the user's settings are not
         raise ValueError(f"LightGBM refused lambdamart_params={params!r}: {exc}") from None
     rounds = booster.best_iteration or booster.current_iteration()
-    if rounds < booster.current_iteration():
-        booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=rounds))
-    return _flatten(booster), int(rounds)
+    try:
+        if rounds < booster.current_iteration():
+            booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=rounds))
+        trees = _flatten(booster)
+    except json.JSONDecodeError:  # LightGBM dumps an infinite or NaN leaf as bare inf/nan: not JSON
+        trees = None
+    if trees is None or not (np.all(np.isfinite(trees.value)) and np.all(np.isfinite(trees.threshold))):
+        raise FloatingPointError(
+            f"LambdaMART diverged: LightGBM's trees hold infinite or NaN leaf values (learning_rate="
+            f"{settings.get('learning_rate')!r}); lower the learning rate"
+        )
+    return trees, int(rounds)

@@ -50,6 +50,7 @@ prox adds a constant factor, not a higher power.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import time
 import warnings
 
@@ -168,7 +169,8 @@ class MLR(MahalanobisMixin, BaseEstimator):
         if self.loss in _K_LOSSES:
             k = check_positive_int(10 if self.k is None else self.k, "k")
         elif self.k is not None:
-            raise ValueError(f"k is only used with loss in {_K_LOSSES}, got k={self.k!r} with loss={self.loss!r}")
+            k = int(self.k) if isinstance(self.k, numbers.Integral) else self.k  # 3, not np.uint64(3)
+            raise ValueError(f"k is only used with loss in {_K_LOSSES}, got k={k!r} with loss={self.loss!r}")
         else:
             k = 1
         check_real(self.C, "C", low=0.0, low_open=True)
