@@ -1270,6 +1270,16 @@ def param_targets() -> dict:
     aff = fitted("ItemKNN").item_affinity_
     qr = _query_rankers()
     top_k = any_of(choice("labels"), optional(integer()))
+    opt_adg = dict(  # the OPT-ADG trainer's parameters, shared by the two FEBRs
+        regularization=real(0),
+        learning_rate=real(0, lo_open=True),
+        max_iter=integer(0, cost=True),
+        gamma=integer(),
+        beta=optional(integer()),
+        eval_every=integer(),
+        early_stopping=optional(integer()),
+        validation_users=optional(integer()),
+    )
 
     def sampler_run(params):
         s = WarpSampler(X7, **{"num_threads": 1, "random_state": 0, **params})
@@ -1309,15 +1319,8 @@ def param_targets() -> dict:
             affinity=choice("cosine", "kunn", "slim", "rp3beta"),
             side=choice("item", "user", "both"),
             k=k_item,
-            regularization=real(0),
-            learning_rate=real(0, lo_open=True),
-            max_iter=integer(0, cost=True),
-            gamma=integer(),
-            beta=optional(integer()),
-            eval_every=integer(),
-            early_stopping=optional(integer()),
+            **opt_adg,
             holdout=real(0, 1, hi_open=True),
-            validation_users=optional(integer()),
             init=choice("sum", "zeros"),
             random_state=SEED,
         ),
@@ -1350,14 +1353,7 @@ def param_targets() -> dict:
             label_exclude_top=optional(integer(0)),
             validation_fraction=real(0, 1, hi_open=True),
             refit=BOOL,
-            regularization=real(0),
-            learning_rate=real(0, lo_open=True),
-            max_iter=integer(0, cost=True),
-            gamma=integer(),
-            beta=optional(integer()),
-            eval_every=integer(),
-            early_stopping=optional(integer()),
-            validation_users=optional(integer()),
+            **opt_adg,
             init=choice("best", "zeros"),
             fallback_p=optional(real(0, 1)),
             random_state=SEED,
