@@ -166,7 +166,7 @@ _API_MODULES = (
 
 def test_api_summaries_are_whole_sentences():
     """The API tables show each docstring up to its first ". ": "Stacked FEBR: OPT-ADG (Alg." was
-    FEBR's summary.  A first sentence must close its brackets and not end on an abbreviation."""
+    FEBR's summary.  A first sentence must close its brackets and literals and not end on an abbreviation."""
     import importlib
     import inspect
 
@@ -178,6 +178,7 @@ def test_api_summaries_are_whole_sentences():
             if not (inspect.isclass(obj) or inspect.isfunction(obj)):
                 continue
             first = re.split(r"(?<=\.)\s", " ".join((inspect.getdoc(obj) or "").split("\n\n")[0].split()))[0]
-            if first.count("(") != first.count(")") or re.search(r"\b(Alg|Eq|sec|Def|al|e\.g|i\.e)\.$", first):
+            unclosed = first.count("(") != first.count(")") or first.count("``") % 2
+            if unclosed or re.search(r"\b(Alg|Eq|sec|Def|al|e\.g|i\.e)\.$", first):
                 cut.append(f"{module}.{name}: {first!r}")
     assert not cut, cut

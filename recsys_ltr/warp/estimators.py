@@ -140,7 +140,7 @@ def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
 
 def opt_est(L, beta: int, n_irr: int) -> np.ndarray:
     """OPT-EST (Equation 3.20): the estimator θ = (L̂(1), ..., L̂(β)) minimising
-    ``sum_{n_v=1}^{n_irr} (L̃^(β)(n_v) - L(n_v))^2`` subject to ``θ_1 >= ... >= θ_β >= 0``.
+    ``sum_{n_v=1}^{n_irr} (L̃^(β)(n_v) - L(n_v))^2`` subject to ``θ_1 >= θ_2 >= … >= θ_β >= 0``.
 
     Solved exactly as non-negative least squares: with ``θ_j = sum_{i >= j} δ_i`` the constraints
     become ``δ >= 0`` and the design's column ``i`` becomes ``P(G <= i) = 1 - (1 - p)^i``.
