@@ -305,11 +305,12 @@ def _checked_values(value, name, path):
     """``value`` after checking its floats are finite and at most :data:`STATE_MAX_MAGNITUDE` in
     magnitude: no fitted state comes near it, and a larger one overflows the first product."""
     if value.dtype.kind == "f" and value.size:
-        if not np.all(np.isfinite(value)):
+        peak = np.abs(value).max()  # NaN or inf when any value is: one pass for both checks
+        if not np.isfinite(peak):
             raise ValueError(f"{path}: {name} holds NaN or infinite values")
-        if np.abs(value).max() > STATE_MAX_MAGNITUDE:
+        if peak > STATE_MAX_MAGNITUDE:
             raise ValueError(
-                f"{path}: {name} holds values of magnitude {np.abs(value).max():.3g} (at most "
+                f"{path}: {name} holds values of magnitude {peak:.3g} (at most "
                 f"{STATE_MAX_MAGNITUDE:.0e} in a fitted model): a corrupt or tampered file"
             )
     return value

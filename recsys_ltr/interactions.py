@@ -402,17 +402,13 @@ class Interactions:
         ext, rows = self._external_rows(users, user_col, "user", self._user_index, self._user_tuples, unknown)
         self._check_model(model)
         excluded = None if filter_items is None else self.item_index(_as_id_list(filter_items, self._item_tuples))
-        known = rows >= 0
-        parts = []
-        if known.any():
-            ids = rows[known]
-            top, scores = model.recommend(
+
+        def answer(ids):
+            return model.recommend(
                 ids, user_items=self.matrix[ids], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
             )
-            parts.append((np.flatnonzero(known), np.asarray(top), np.asarray(scores, dtype=np.float64)))
-        if not known.all():
-            parts.append(self._popular_rows(model, np.flatnonzero(~known), N, excluded))
-        return self._answer(parts, ext, ("user", "item"))
+
+        return self._answer_known(model, rows, ext, answer, N, excluded, ("user", "item"))
 
     def similar_items(self, model, items=None, N=10, *, unknown="error", filter_items=None, item_col="item"):
         """The ``N`` items most similar to items named by their external ids, as external ids.
@@ -433,14 +429,24 @@ class Interactions:
         ext, rows = self._external_rows(items, item_col, "item", self._item_index, self._item_tuples, unknown)
         self._check_model(model)
         excluded = None if filter_items is None else self.item_index(_as_id_list(filter_items, self._item_tuples))
+
+        def answer(ids):
+            return model.similar_items(ids, N=N, filter_items=excluded)
+
+        return self._answer_known(model, rows, ext, answer, N, excluded, ("item", "similar_item"))
+
+    def _answer_known(self, model, rows, ext, answer, N, excluded, columns):
+        """The DataFrame of :meth:`recommend` / :meth:`similar_items`: the known ``rows`` (>= 0)
+        answered by one batched ``answer(ids) -> (ids, scores)``, the unknown ones (-1, kept under
+        ``unknown="popularity"``) by the most popular items."""
         known = rows >= 0
         parts = []
         if known.any():
-            top, scores = model.similar_items(rows[known], N=N, filter_items=excluded)
+            top, scores = answer(rows[known])
             parts.append((np.flatnonzero(known), np.asarray(top), np.asarray(scores, dtype=np.float64)))
         if not known.all():
             parts.append(self._popular_rows(model, np.flatnonzero(~known), N, excluded))
-        return self._answer(parts, ext, ("item", "similar_item"))
+        return self._answer(parts, ext, columns)
 
     def _external_rows(self, ids, column, kind, index, tuple_ids, unknown):
         """``(external ids, internal rows)``: the given ids deduplicated in order (every id of the
