@@ -11,7 +11,8 @@ own conversion routines, so no conversion may run first.
 Canonical sparse form (what :func:`check_sparse` and :func:`check_feedback` return): a
 ``scipy.sparse.csr_matrix`` with float64 data and **int32** ``indices`` and ``indptr`` (one index
 dtype everywhere, so every numba kernel compiles once), indices sorted within each row, no
-duplicates.  :func:`check_feedback` further makes every stored value 1.
+duplicates.  :func:`check_feedback` further makes every stored value 1; :func:`check_weighted` keeps
+the values as weights (positive, between :data:`WEIGHT_MIN` and :data:`WEIGHT_MAX`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import scipy.sparse as sp
 
 __all__ = [
     "INDEX_DTYPE",
+    "WEIGHT_MAX",
+    "WEIGHT_MIN",
     "check_bool",
     "check_compressed",
     "check_csr_structure",
@@ -30,6 +33,7 @@ __all__ = [
     "check_feedback",
     "check_ids",
     "check_item_selection",
+    "check_no_explicit_zeros",
     "check_positive_int",
     "check_random_state",
     "check_real",
@@ -37,12 +41,16 @@ __all__ = [
     "check_scores",
     "check_sparse",
     "check_values",
+    "check_weighted",
 ]
 
 #: Index dtype of every canonical CSR matrix (``indices`` and ``indptr``).
 INDEX_DTYPE = np.int32
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _INT64_MAX = int(np.iinfo(np.int64).max)
+#: Smallest and largest weight a model reads: products and sums of squares of two weights neither
+#: underflow to 0 nor overflow (a similarity of two positive weights is positive).
+WEIGHT_MIN, WEIGHT_MAX = 1e-100, 1e100
 
 
 # ----------------------------------------------------------------------------- sparse input
@@ -94,14 +102,36 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
     explicit zero is ambiguous: missing or negative feedback?).
     """
     X = check_sparse(X, name, allow_empty=allow_empty)
+    check_no_explicit_zeros(X, name)
+    X.data[:] = 1.0
+    return X
+
+
+def check_weighted(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_matrix:
+    """Return ``X`` as a canonical weighted feedback matrix: the stored values are the weights.
+
+    For the models that read weights (``uses_weights``): every stored value is a positive
+    weight in ``[WEIGHT_MIN, WEIGHT_MAX]`` (counts, confidences, :mod:`recsys_ltr.weighting`'s
+    outputs); a stored zero or a negative value is an error, as in :func:`check_feedback`.
+    """
+    X = check_sparse(X, name, allow_empty=allow_empty)
+    check_no_explicit_zeros(X, name, " (or a weighting gave them: see recsys_ltr.weighting)")
+    if X.nnz and (X.data.min() < WEIGHT_MIN or X.data.max() > WEIGHT_MAX):
+        raise ValueError(
+            f"{name} stores weights in [{X.data.min():.3g}, {X.data.max():.3g}]: weights must lie in "
+            f"[{WEIGHT_MIN:g}, {WEIGHT_MAX:g}]; rescale them"
+        )
+    return X
+
+
+def check_no_explicit_zeros(X, name: str, hint: str = "") -> None:
+    """Raise ``ValueError`` when the canonical ``X`` stores a zero (ambiguous: missing or negative?)."""
     zeros = int(np.count_nonzero(X.data == 0))
     if zeros:
         raise ValueError(
             f"{name} stores {zeros} explicit zero(s); call {name}.eliminate_zeros() first (an explicit zero "
-            "is ambiguous: missing or negative feedback?)"
+            f"is ambiguous: missing or negative feedback?){hint}"
         )
-    X.data[:] = 1.0
-    return X
 
 
 def _check_shape(shape, name) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Implicit-feedback interaction data: a binary users x items matrix with id maps.
+"""Implicit-feedback interaction data: a binary users x items matrix, its weights and id maps.
 
 :class:`Interactions` turns an event log (a DataFrame, parallel arrays or a sparse matrix)
 into the canonical feedback matrix every estimator takes (what
@@ -18,6 +18,12 @@ Building it runs these steps, in order, all vectorised:
 Internal indices follow the sorted order of the external ids (the order of first appearance
 when the ids are not mutually comparable).
 
+Weights are kept per positive: the summed weight of its pair's events (the number of events when
+there is no weight column), in ``Interactions.weights``, aligned like the timestamps below;
+``Interactions.weighted_matrix`` is the matrix holding them (counts to weigh with
+:mod:`recsys_ltr.weighting`, for the models that read weights).  ``Interactions.matrix`` is binary,
+and what a model or a split given the ``Interactions`` itself reads.
+
 Timestamps (optional, ``timestamp_col=`` / ``timestamps=``) are kept per positive: a pair of
 duplicate events keeps the time of its **latest** event (whatever the weights of its events), and
 the times follow the pairs through binarization, the k-core and the id maps.
@@ -34,12 +40,13 @@ they take a model fitted on this data (or on a split of it: the same shape) and 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_bool, check_feedback, check_positive_int, check_sparse
+from ._validation import check_bool, check_no_explicit_zeros, check_positive_int, check_sparse
 
 __all__ = ["Interactions", "UnknownIdError", "check_timestamps", "time_order_key"]
 
@@ -56,7 +63,7 @@ class UnknownIdError(KeyError, ValueError):
 
 
 class Interactions:
-    """Binary users x items feedback with external <-> internal id maps.
+    """Binary users x items feedback with its weights and external <-> internal id maps.
 
     Build instances with :meth:`from_dataframe`, :meth:`from_arrays` or :meth:`from_sparse`;
     the constructor takes an already canonical matrix and its id maps.
@@ -64,7 +71,8 @@ class Interactions:
     Parameters
     ----------
     matrix : sparse matrix (n_users, n_items)
-        Binary feedback; any positive stored value is one interaction.
+        Feedback; any positive stored value is one interaction, and its weight unless ``weights``
+        is given.
     user_ids, item_ids : array-like or None
         External id of each row / column (default ``0..n-1``); must be unique.
     item_features : sparse matrix (n_items, n_features) or None
@@ -74,6 +82,9 @@ class Interactions:
     timestamps : array-like or None
         One time per stored entry of the canonical ``matrix`` (row by row, columns ascending);
         numbers or datetimes, finite (see :func:`check_timestamps`).
+    weights : array-like or None
+        One finite weight per stored entry of the canonical ``matrix``, aligned like
+        ``timestamps`` (default: the matrix's stored values).
 
     Attributes
     ----------
@@ -86,12 +97,44 @@ class Interactions:
     timestamps : numpy.ndarray or None
         The time of each positive, aligned with ``matrix.indices`` (int64, float64 or
         ``datetime64``); None when the data came without times.
+    weights : numpy.ndarray
+        The weight of each positive (float64), aligned with ``matrix.indices``: the summed weight
+        of its events (their number without a weight column).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recsys_ltr import Interactions
+    >>> log = pd.DataFrame({"user": ["ann", "ann", "bob", "bob", "bob", "cy"],
+    ...                     "item": ["a", "b", "a", "c", "a", "b"], "plays": [3, 1, 2, 5, 1, 4]})
+    >>> data = Interactions.from_dataframe(log, weight_col="plays")
+    >>> data
+    Interactions(3 users x 3 items, 5 positives)
+    >>> data.matrix.toarray()  # binary: what the models read
+    array([[1., 1., 0.],
+           [1., 0., 1.],
+           [0., 1., 0.]])
+    >>> data.weights  # bob played a twice: 2 + 1
+    array([3., 1., 3., 5., 4.])
+    >>> int(data.user_index("bob")), data.item_ids.tolist()
+    (1, ['a', 'b', 'c'])
     """
 
     def __init__(
-        self, matrix, user_ids=None, item_ids=None, item_features=None, item_feature_names=None, timestamps=None
+        self,
+        matrix,
+        user_ids=None,
+        item_ids=None,
+        item_features=None,
+        item_feature_names=None,
+        timestamps=None,
+        weights=None,
     ):
-        self.matrix = check_feedback(matrix, "matrix")
+        M = check_sparse(matrix, "matrix")
+        check_no_explicit_zeros(M, "matrix")
+        self.weights = M.data.copy() if weights is None else _entry_weights(weights, M.nnz)
+        M.data[:] = 1.0
+        self.matrix = M
         n_users, n_items = self.matrix.shape
         self.timestamps = None if timestamps is None else check_timestamps(timestamps, self.matrix.nnz)
         self.user_ids = _id_array(user_ids, n_users, "user_ids")
@@ -130,7 +173,8 @@ class Interactions:
         user_col, item_col : column labels
             External user / item ids (any hashable values, no missing values).
         weight_col : column label or None
-            Event weight or rating; None counts each row as weight 1.
+            Event weight or rating; None counts each row as weight 1.  A positive keeps the
+            summed weight of its events (``weights``).
         threshold : float or None
             Binarization threshold applied to the summed weight of each pair; None means any
             positive weight is a positive (negative weights are then an error).
@@ -257,8 +301,10 @@ class Interactions:
         min_item = check_positive_int(min_item_count, "min_item_count", minimum=0)
         if check_bool(drop_empty, "drop_empty"):
             min_user, min_item = max(min_user, 1), max(min_item, 1)
+        weights = X.data
         X, kept_entries = _binarize(X, threshold, rule, name)
         times = None if times is None else times[kept_entries]
+        weights = weights[kept_entries]
         if X.nnz == 0:
             raise ValueError(f"no positive interactions (threshold={threshold!r}, rule={rule!r})")
         rows, cols = _k_core(X, min_user, min_item)
@@ -272,7 +318,8 @@ class Interactions:
                 f"{int(np.diff(X.indptr).max())} and the most popular item {int(np.bincount(X.indices).max())}); "
                 "lower min_user_count / min_item_count (0 disables the filter)"
             )
-        return cls(kept, user_ids[rows], item_ids[cols], timestamps=None if times is None else times[positions])
+        times = None if times is None else times[positions]
+        return cls(kept, user_ids[rows], item_ids[cols], timestamps=times, weights=weights[positions])
 
     def with_item_features(self, features, item_ids=None, feature_names=None) -> Interactions:
         """Return a copy carrying item content aligned with the internal item index.
@@ -324,6 +371,14 @@ class Interactions:
         return self.matrix.nnz
 
     @property
+    def weighted_matrix(self) -> sp.csr_matrix:
+        """``matrix`` with the ``weights`` as its values (a copy): the input of
+        :mod:`recsys_ltr.weighting` and of the models that read weights."""
+        return sp.csr_matrix(
+            (self.weights.copy(), self.matrix.indices.copy(), self.matrix.indptr.copy()), shape=self.shape
+        )
+
+    @property
     def item_popularity(self) -> np.ndarray:
         """Number of users with each item (int64, by internal item index)."""
         return np.bincount(self.matrix.indices, minlength=self.n_items).astype(np.int64)
@@ -346,19 +401,33 @@ class Interactions:
         """Internal indices of external item ids; as :meth:`user_index`."""
         return _lookup(self._item_index, ids, "item", self._item_tuples)
 
-    def to_dataframe(self, user_col="user", item_col="item", timestamp_col="timestamp") -> pd.DataFrame:
+    def to_dataframe(
+        self, user_col="user", item_col="item", timestamp_col="timestamp", weight_col=None
+    ) -> pd.DataFrame:
         """One row per positive, external ids, ordered by internal (user, item); with a
-        ``timestamp_col`` column when the data have timestamps."""
+        ``timestamp_col`` column when the data have timestamps, and a ``weight_col`` column of the
+        ``weights`` when it is given (e.g. ``"weight"``)."""
         X = self.matrix
         rows = np.repeat(np.arange(self.n_users), np.diff(X.indptr))
         columns = {user_col: self.user_ids[rows], item_col: self.item_ids[X.indices]}
+        if weight_col is not None:
+            columns[weight_col] = self.weights
         if self.timestamps is not None:
             columns[timestamp_col] = self.timestamps
         return pd.DataFrame(columns)
 
     # ------------------------------------------------------------------ answers with external ids
     def recommend(
-        self, model, users=None, N=10, *, unknown="error", filter_seen=True, filter_items=None, user_col="user"
+        self,
+        model,
+        users=None,
+        N=10,
+        *,
+        unknown="error",
+        filter_seen=True,
+        filter_items=None,
+        user_col="user",
+        user_items=None,
     ) -> pd.DataFrame:
         """Top-``N`` items of a fitted model for users named by their external ids.
 
@@ -370,7 +439,7 @@ class Interactions:
         model : fitted recommender
             Any model of :mod:`recsys_ltr.models` (or :mod:`recsys_ltr.febr`), fitted on
             ``self.matrix`` or on a part of it (a split of this data: the same shape).  Item-based
-            models score each user from the user's row of ``self.matrix``; the others from their
+            models score each user from the user's row of ``user_items``; the others from their
             fitted state.
         users : DataFrame, Series, list, array, scalar id or None
             External user ids (a DataFrame: its ``user_col`` column); None: every user, by
@@ -389,12 +458,32 @@ class Interactions:
             Items never recommended (unknown ids raise :class:`UnknownIdError`).
         user_col : column label
             The column of ``users`` when it is a DataFrame.
+        user_items : sparse matrix, optional
+            The users' rows given to the model (the items ``filter_seen`` leaves out and, for
+            item-based models, what scores them), of this data's shape; default ``self.matrix``
+            (binary).  An item-based model fitted on weights (``uses_weights``: ItemKNN, EASE)
+            wants this data weighted as its training data was (e.g. ``self.weighted_matrix``); it
+            is scored from the binary rows with a ``UserWarning`` otherwise.
 
         Returns
         -------
         pandas.DataFrame
             Columns ``user``, ``item`` (external ids), ``score`` (the model's) and ``rank`` (1 =
             best); one row per recommendation, users in the order given, each user's rows by rank.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from recsys_ltr import Interactions
+        >>> from recsys_ltr.models import ItemKNN
+        >>> log = pd.DataFrame({"user": ["ann", "ann", "bob", "bob", "cy", "cy"],
+        ...                     "item": ["a", "b", "a", "c", "b", "c"]})
+        >>> data = Interactions.from_dataframe(log)
+        >>> model = ItemKNN(k=2).fit(data.matrix)
+        >>> data.recommend(model, ["ann", "dora"], N=1, unknown="popularity")
+           user item  score  rank
+        0   ann    c    1.0     1
+        1  dora    a    NaN     1
         """
         _check_choice(unknown, "unknown", UNKNOWN)
         filter_seen = check_bool(filter_seen, "filter_seen")
@@ -402,10 +491,11 @@ class Interactions:
         ext, rows = self._external_rows(users, user_col, "user", self._user_index, self._user_tuples, unknown)
         self._check_model(model)
         excluded = None if filter_items is None else self.item_index(_as_id_list(filter_items, self._item_tuples))
+        rows_of = self._user_items(model, user_items)
 
         def answer(ids):
             return model.recommend(
-                ids, user_items=self.matrix[ids], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
+                ids, user_items=rows_of[ids], N=N, filter_already_liked_items=filter_seen, filter_items=excluded
             )
 
         return self._answer_known(model, rows, ext, answer, N, excluded, ("user", "item"))
@@ -423,6 +513,17 @@ class Interactions:
         pandas.DataFrame
             Columns ``item``, ``similar_item`` (external ids), ``score`` (the model's similarity)
             and ``rank`` (1 = most similar).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from recsys_ltr import Interactions
+        >>> from recsys_ltr.models import ItemKNN
+        >>> log = pd.DataFrame({"user": ["ann", "ann", "bob", "bob", "cy"], "item": ["a", "b", "a", "b", "c"]})
+        >>> data = Interactions.from_dataframe(log)
+        >>> data.similar_items(ItemKNN(k=2).fit(data.matrix), ["a"], N=1)
+          item similar_item  score  rank
+        0    a            b    1.0     1
         """
         _check_choice(unknown, "unknown", UNKNOWN)
         N = check_positive_int(N, "N")
@@ -434,6 +535,23 @@ class Interactions:
             return model.similar_items(ids, N=N, filter_items=excluded)
 
         return self._answer_known(model, rows, ext, answer, N, excluded, ("item", "similar_item"))
+
+    def _user_items(self, model, user_items) -> sp.csr_matrix:
+        """The checked ``user_items`` of :meth:`recommend` (default ``self.matrix``), with a warning
+        when an item-based model fitted on weights would score binary rows."""
+        if user_items is not None:
+            M = check_sparse(user_items, "user_items", allow_empty=True)
+            if M.shape != self.shape:
+                raise ValueError(f"user_items must have this data's shape {self.shape}, got {M.shape}")
+            return M
+        if model.item_based and model.uses_weights and np.any(model.user_items_.data != 1.0):
+            warnings.warn(
+                f"{type(model).__name__} was fitted on weights but scores these users from the binary "
+                "Interactions.matrix: pass user_items= weighted as its training data was",
+                UserWarning,
+                stacklevel=3,
+            )
+        return self.matrix
 
     def _answer_known(self, model, rows, ext, answer, N, excluded, columns):
         """The DataFrame of :meth:`recommend` / :meth:`similar_items`: the known ``rows`` (>= 0)
@@ -538,6 +656,14 @@ def _column(values, name: str, what: str = "hashable ids (numbers, strings or tu
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     _check_hashable(arr, name, what)
     return arr
+
+
+def _entry_weights(weights, nnz: int) -> np.ndarray:
+    """``weights``: one finite number per stored entry, as float64."""
+    w = _numeric(_column(weights, "weights", "numbers"), "weights")
+    if w.size != nnz:
+        raise ValueError(f"weights has length {w.size}: one per stored entry of matrix ({nnz}) expected")
+    return w
 
 
 def _numeric(arr: np.ndarray, name: str) -> np.ndarray:

@@ -14,7 +14,9 @@ under the novelty protocol):
 
 so every user keeps at least one training positive, and users with too few positives
 (``r(test * m) = r(val * m) = 0``, e.g. ``n <= 2`` at the defaults) stay entirely in train.
-Train, validation and test are disjoint and sum to the input matrix.
+Train, validation and test are disjoint and sum to the input matrix: each positive keeps its
+value, so a weighted matrix (counts, :mod:`recsys_ltr.weighting`) splits into weighted parts (the
+models that read weights use them, the others and the metrics binarise them).
 
 Everything is vectorised: one uniform random key per nonzero, ineligible entries pushed to
 the end of their row, and a lexsort by (row, key) ranks each user's positives at once.
@@ -44,7 +46,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_bool, check_feedback, check_positive_int, check_random_state, check_real
+from ._validation import (
+    check_bool,
+    check_no_explicit_zeros,
+    check_positive_int,
+    check_random_state,
+    check_real,
+    check_sparse,
+)
 from .interactions import check_timestamps, time_order_key
 
 __all__ = [
@@ -65,13 +74,22 @@ __all__ = [
 ]
 
 
+def _canonical(X) -> sp.csr_matrix:
+    """The canonical CSR form of the feedback ``X`` with its values (the weights the parts keep): an
+    Interactions gives its binary ``matrix``; a stored zero is an error."""
+    C = check_sparse(X)
+    check_no_explicit_zeros(C, "X")
+    return C
+
+
 def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
     """Split each user's positives at random into train / validation / test.
 
     Parameters
     ----------
     X : sparse matrix, array or Interactions
-        Binary users x items feedback (see :func:`recsys_ltr._validation.check_feedback`).
+        Users x items feedback: every positive stored value is an interaction and its value is
+        kept in the part it goes to (weights; an Interactions gives its binary ``matrix``).
     val, test : float
         Fractions of each user's eligible positives held out (``0 <= val, test``,
         ``val + test < 1``); see the module docstring for the exact rounding.
@@ -85,8 +103,19 @@ def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
     -------
     train, val, test : scipy.sparse.csr_matrix
         Canonical matrices of ``X``'s shape; disjoint, and ``train + val + test == X``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> train, val, test = split.holdout(X, val=0.1, test=0.2, random_state=0)
+    >>> train.nnz, val.nnz, test.nnz, X.nnz
+    (670, 85, 210, 965)
+    >>> (train + val + test != X).nnz  # disjoint parts that sum to X
+    0
     """
-    X = check_feedback(X)
+    X = _canonical(X)
     val, test = _check_fractions(val, test)
     return holdout_trusted(
         X, val, test, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
@@ -104,7 +133,17 @@ def holdout_trusted(X, val, test, rng, eligible=None):
 
 
 def novelty_holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=100):
-    """:func:`holdout` under the novelty protocol (dissertation section 4.7.5)."""
+    """:func:`holdout` under the novelty protocol (dissertation section 4.7.5).
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> train, val, test = split.novelty_holdout(X, exclude_top=10)
+    >>> set(test.indices) & set(split.top_items(X, 10))  # the 10 most popular items are never held out
+    set()
+    """
     if exclude_top is None:
         raise ValueError("novelty_holdout needs exclude_top (an int >= 1)")
     return holdout(X, val=val, test=test, random_state=random_state, exclude_top=exclude_top)
@@ -115,9 +154,17 @@ def folds(X, n_folds=3, val=0.1, test=0.2, random_state=0, exclude_top=None) -> 
 
     Fold ``f`` is ``holdout(X, ..., random_state=random_state + f)`` for an int seed (so any single fold can be
     reproduced on its own); a Generator is consumed fold after fold.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> [test.nnz for train, val, test in split.folds(X, n_folds=3)]
+    [210, 210, 210]
     """
     n_folds = check_positive_int(n_folds, "n_folds")
-    X = check_feedback(X)
+    X = _canonical(X)
     val, test = _check_fractions(val, test)
     eligible = eligible_positives(X, exclude_top)
     rng = check_random_state(random_state, "random_state")  # fail on a bad seed now, not at the first fold
@@ -143,8 +190,17 @@ def kfold(X, n_folds=5, random_state=0, exclude_top=None) -> Iterator[tuple]:
     to the folds in turn from a random first fold, so a user with fewer eligible positives than
     folds is held out in some folds only, and every fold's ``train`` keeps at least one of the
     user's positives.  ``train + held_out == X`` in every fold.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> parts = list(split.kfold(X, n_folds=5))
+    >>> sum(held_out.nnz for train, held_out in parts), X.nnz  # users with one positive stay in train
+    (962, 965)
     """
-    X = check_feedback(X)
+    X = _canonical(X)
     n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
     return kfold_trusted(
         X, n_folds, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
@@ -177,8 +233,17 @@ def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
     -------
     train, val, test : scipy.sparse.csr_matrix
         ``val`` is empty when ``val_k == 0``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> train, val, test = split.leave_k_out(X, k=1, val_k=1)
+    >>> int(test.getnnz(axis=1).max()), int(val.getnnz(axis=1).max())
+    (1, 1)
     """
-    X = check_feedback(X)
+    X = _canonical(X)
     k = check_positive_int(k, "k")
     val_k = check_positive_int(val_k, "val_k", minimum=0)
     eligible = eligible_positives(X, exclude_top)
@@ -248,10 +313,10 @@ def _assign(X, eligible, n_test, n_val, rng):
 
 
 def _subset(X, rows, mask) -> sp.csr_matrix:
-    # int32 is safe: X passed check_feedback (nnz < 2**31) and a subset has fewer entries.
+    # int32 is safe: X passed _canonical (nnz < 2**31) and a subset has fewer entries.
     counts = np.bincount(rows[mask], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
-    return sp.csr_matrix((np.ones(int(mask.sum())), X.indices[mask].astype(np.int32), indptr), shape=X.shape)
+    return sp.csr_matrix((X.data[mask], X.indices[mask].astype(np.int32), indptr), shape=X.shape)
 
 
 def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
@@ -293,6 +358,19 @@ def last_n(X, n=1, val_n=0, *, timestamps=None, random_state=0):
     -------
     train, val, test : scipy.sparse.csr_matrix
         Canonical, disjoint, ``train + val + test == X``; ``val`` is empty when ``val_n == 0``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recsys_ltr import Interactions, split
+    >>> log = pd.DataFrame({"user": ["ann"] * 4 + ["bob"] * 3, "item": list("abcdabe"),
+    ...                     "time": [1, 2, 3, 4, 5, 6, 7]})
+    >>> data = Interactions.from_dataframe(log, timestamp_col="time")
+    >>> train, val, test = split.last_n(data, n=1, val_n=1)
+    >>> [data.item_ids[test[u].indices].tolist() for u in range(2)]  # each user's latest item
+    [['d'], ['e']]
+    >>> [data.item_ids[val[u].indices].tolist() for u in range(2)]  # the one before it
+    [['c'], ['b']]
     """
     X, times = _timed(X, timestamps)
     n = check_positive_int(n, "n")
@@ -316,6 +394,17 @@ def last_fraction(X, val=0.1, test=0.2, *, timestamps=None, random_state=0):
     -------
     train, val, test : scipy.sparse.csr_matrix
         Canonical, disjoint, ``train + val + test == X``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recsys_ltr import Interactions, split
+    >>> log = pd.DataFrame({"user": ["ann"] * 4 + ["bob"] * 3, "item": list("abcdabe"),
+    ...                     "time": [1, 2, 3, 4, 5, 6, 7]})
+    >>> data = Interactions.from_dataframe(log, timestamp_col="time")
+    >>> train, val, test = split.last_fraction(data, val=0.0, test=0.25)
+    >>> [data.item_ids[test[u].indices].tolist() for u in range(2)]  # r(0.25 * 4) = 1, r(0.25 * 3) = 1
+    [['d'], ['e']]
     """
     X, times = _timed(X, timestamps)
     val, test = _check_fractions(val, test)
@@ -356,6 +445,20 @@ def time_cut(X, test_start, val_start=None, *, timestamps=None, drop_cold_users=
     train, val, test : scipy.sparse.csr_matrix
         Canonical and disjoint; every train time is before every validation time, and every
         validation time before every test time.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recsys_ltr import Interactions, split
+    >>> log = pd.DataFrame({"user": ["ann"] * 4 + ["bob"] * 3, "item": list("abcdabe"),
+    ...                     "time": [1, 2, 3, 4, 5, 6, 7]})
+    >>> data = Interactions.from_dataframe(log, timestamp_col="time")
+    >>> train, val, test = split.time_cut(data, test_start=6, val_start=4)
+    >>> train.nnz, val.nnz, test.nnz  # times 1-3, 4-5, 6-7
+    (3, 2, 2)
+    >>> train, val, test = split.time_cut(data, test_start=6, drop_cold_users=True)
+    >>> test.nnz  # bob's items after 6 stay: bob has history before it
+    2
     """
     X, times = _timed(X, timestamps)
     drop_cold_users = check_bool(drop_cold_users, "drop_cold_users")
@@ -398,7 +501,7 @@ def _show(time) -> str:
 def _timed(X, timestamps) -> tuple[sp.csr_matrix, np.ndarray]:
     """The canonical ``X`` and the checked times of its stored entries: ``timestamps``, else the
     ``timestamps`` of an Interactions ``X``."""
-    C = check_feedback(X)
+    C = _canonical(X)
     if timestamps is not None:
         return C, check_timestamps(timestamps, C.nnz, "timestamps", "stored entry of X, row by row")
     own = getattr(X, "timestamps", None)

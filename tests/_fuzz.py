@@ -248,6 +248,8 @@ ROLES = {
     "feedback": {"negative": r"negative", "zero": r"explicit zero"},
     "nonneg": {"negative": r"negative"},
     "weights": {},
+    # read as weights by a model (uses_weights): positive, in [1e-100, 1e100]
+    "weighted": {"negative": r"negative", "zero": r"explicit zero", "huge": r"weights must lie in"},
 }
 ACCEPTANCES = {
     "trailing": "storage past indptr[-1] is ignored: scipy defines nnz = indptr[-1] (what prune() trims)",
@@ -536,9 +538,10 @@ def expect_sparse(case, role: str, name: str, reference, keep_order=False):
     """The expectation for a recipe passed as argument ``name`` of an entry whose ``reference(M)``
     runs the same call on another matrix."""
     defect = case["defect"]
-    pattern = ROLES[role].get(defect, DEFECTS[defect][1]) if defect in ("negative", "zero") else DEFECTS[defect][1]
-    if defect in ("negative", "zero") and defect not in ROLES[role]:
-        pattern = None
+    if defect in ROLES[role]:
+        pattern = ROLES[role][defect]
+    else:  # a negative value or a stored zero is accepted where the role does not refuse it
+        pattern = None if defect in ("negative", "zero") else DEFECTS[defect][1]
     if keep_order and case["fmt"] == "csr" and pattern is not None:  # an affinity refuses duplicates first
         pattern += "|twice"
     if pattern is not None:
@@ -717,6 +720,7 @@ def sparse_entries() -> dict:
     )
     from recsys_ltr.neighbors.slim import slim_weights
     from recsys_ltr.warp import WarpSampler
+    from recsys_ltr.weighting import bm25_weight, log_weight, tfidf_weight
 
     X7 = base_matrix()
     T7 = _test_matrix()
@@ -746,26 +750,29 @@ def sparse_entries() -> dict:
             lambda M: Interactions(X7).with_item_features(M).item_features,
             (6, 4),
         ),
+        Entry("bm25_weight", "nonneg", "X", lambda M: bm25_weight(M, K1=1.2)),
+        Entry("tfidf_weight", "nonneg", "X", tfidf_weight),
+        Entry("log_weight", "nonneg", "X", lambda M: log_weight(M, alpha=2.0)),
         Entry("split.holdout", "feedback", "X", lambda M: split.holdout(M, random_state=1)),
         Entry("split.folds", "feedback", "X", lambda M: list(split.folds(M, n_folds=2, random_state=1))),
         Entry("split.leave_k_out", "feedback", "X", lambda M: split.leave_k_out(M, random_state=1)),
         Entry(
             "recommend(user_items)",
-            "feedback",
+            "weighted",
             "user_items",
             lambda M: fitted("ItemKNN").recommend(np.arange(3), user_items=M, N=3),
             (3, 6),
         ),
         Entry(
             "recommend(recalculate_user)",
-            "feedback",
+            "weighted",
             "user_items",
             lambda M: fitted("UserKNN").recommend(np.arange(3), user_items=M, N=3, recalculate_user=True),
             (3, 6),
         ),
         Entry(
             "similar_items(item_users)",
-            "feedback",
+            "weighted",
             "item_users",
             lambda M: fitted("UserKNN").similar_items([6, 7], N=3, recalculate_item=True, item_users=M),
             (2, 7),
@@ -933,7 +940,13 @@ def sparse_entries() -> dict:
         ),
     ]
     entries += [
-        Entry(f"{name}.fit", "feedback", "X", _fit_answers(make), (7, 6) if name == "ContentItemKNN" else None)
+        Entry(
+            f"{name}.fit",
+            "weighted" if make().uses_weights else "feedback",
+            "X",
+            _fit_answers(make),
+            (7, 6) if name == "ContentItemKNN" else None,
+        )
         for name, make in model_factories().items()
     ]
     return {e.name: e for e in entries}

@@ -570,9 +570,21 @@ def test_sampler_rows_are_required_and_an_infinite_state_is_divergence():
 
 @pytest.mark.kernels
 @pytest.mark.parametrize("name", ["ItemKNN", "UserKNN", "RP3beta", "KUNN", "EASE"])
-def test_weights_of_1e308_give_finite_scores(name):
+def test_weights_of_1e308_give_finite_scores_or_a_clear_error(name):
     X = _fuzz.base_matrix() * 1e308  # gave inf similarities and scores
-    assert np.all(np.isfinite(_fuzz.model_factories()[name]().fit(X).score(np.arange(7))))
+    model = _fuzz.model_factories()[name]()
+    if model.uses_weights:  # read as weights: refused above 1e100, finite up to it
+        with pytest.raises(ValueError, match=r"weights must lie in \[1e-100, 1e\+100\]"):
+            model.fit(X)
+        X = _fuzz.base_matrix() * 1e100
+    assert np.all(np.isfinite(model.fit(X).score(np.arange(7))))
+
+
+def test_als_names_the_confidence_that_overflows_float32():
+    from recsys_ltr.models import ALS
+
+    with pytest.raises(FloatingPointError, match=r"largest confidence alpha \* weight is 2e\+21"):
+        ALS(alpha=20.0).fit(_fuzz.base_matrix() * 1e20)
 
 
 def test_seeds_beyond_64_bits_and_numeric_strings_are_refused():

@@ -43,8 +43,17 @@ from .._parallel import product_work, strided_chunks
 from .._progress import progress_enabled
 from .._threads import limit_threads, numba_threads
 from .._topk import top_k_dense, top_k_factor_product, top_k_sparse_product
-from .._validation import INDEX_DTYPE, check_bool, check_feedback, check_ids, check_item_selection, check_positive_int
+from .._validation import (
+    INDEX_DTYPE,
+    check_bool,
+    check_feedback,
+    check_ids,
+    check_item_selection,
+    check_positive_int,
+    check_weighted,
+)
 from ..neighbors.affinity import Affinity
+from ..neighbors.knn import inverse_norms
 
 _ID_MAX = np.iinfo(np.int64).max
 
@@ -69,11 +78,11 @@ def sparse_dense_product(R, B) -> np.ndarray:
 
 
 def cosine_rows(M, ids, weights=None) -> np.ndarray:
-    """Dense cosines of rows ``ids`` of the binary CSR ``M`` with every row of ``M``
-    (``sum_f M_af M_bf w_f / (||a|| ||b||)``, the similarity of :mod:`recsys_ltr.neighbors.knn`)."""
+    """Dense cosines of rows ``ids`` of the canonical CSR ``M`` (binary or weighted) with every row of
+    ``M`` (``sum_f M_af M_bf w_f / (||a|| ||b||)``, the similarity of :mod:`recsys_ltr.neighbors.knn`)."""
     Mw = M if weights is None else M @ sp.diags(weights)
     G = (Mw[ids] @ M.T).toarray()
-    inv = 1.0 / np.sqrt(np.maximum(np.diff(M.indptr), 1))
+    inv = inverse_norms(M)
     return G * inv[ids][:, None] * inv[None, :]
 
 
@@ -89,6 +98,8 @@ class Recommender(Persistable, BaseEstimator):
 
     Class attribute ``item_based``: ``True`` when scores depend only on the user's row of
     interactions, so ``recommend`` scores an updated row from ``user_items`` without refitting.
+    Class attribute ``uses_weights``: ``True`` when the model reads the values of ``X`` (and of
+    ``user_items`` / ``item_users``) as weights, ``False`` when it binarises them.
     User ids are the training matrix's rows; a user outside it is scored from ``user_items`` with
     ``recalculate_user=True``, the same for every model (an id ``>= n_users`` without it raises).
     """
@@ -98,6 +109,9 @@ class Recommender(Persistable, BaseEstimator):
     __metadata_request__score = {"user_ids": metadata_routing.UNUSED}
 
     item_based = True
+    #: the model reads the stored values of its input as weights (:func:`~recsys_ltr._validation.check_weighted`:
+    #: counts, confidences, :mod:`recsys_ltr.weighting`); ``False``: any positive value is one interaction
+    uses_weights = False
     #: kind of the fitted affinities (checked on load; ``None``: any)
     _affinity_kind: str | None = None
     #: fitted attributes saved by :meth:`save` besides ``user_items_``
@@ -114,12 +128,18 @@ class Recommender(Persistable, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting and scoring
     def fit(self, X, y=None, **fit_params):
-        """Fit on the users x items feedback matrix ``X`` (any positive entry = interaction).
+        """Fit on the users x items feedback matrix ``X``.
 
-        ``y`` is ignored (scikit-learn's signature); ``fit_params`` are the model's keyword-only
-        extra inputs (e.g. FEBR's ``validation``).  Returns ``self``.
+        Any positive entry is an interaction; models with ``uses_weights`` read the values as
+        weights (counts, confidences), the others binarise them.  ``y`` is ignored
+        (scikit-learn's signature); ``fit_params`` are the model's keyword-only extra inputs (e.g.
+        FEBR's ``validation``).  Returns ``self``.
         """
-        return self._fit_trusted(check_feedback(X), **fit_params)
+        return self._fit_trusted(self._check_input(X, "X"), **fit_params)
+
+    def _check_input(self, X, name, allow_empty=False):
+        """``X`` in the canonical form this model reads: weighted or binary (``uses_weights``)."""
+        return (check_weighted if self.uses_weights else check_feedback)(X, name, allow_empty=allow_empty)
 
     def _fit_trusted(self, X, **fit_params):
         """:meth:`fit` of a canonical feedback matrix, validated once at the public boundary: used
@@ -262,7 +282,8 @@ class Recommender(Persistable, BaseEstimator):
             the training data (any id ``>= n_users``, e.g. an id of your own) is scored from
             ``user_items`` with ``recalculate_user=True``; without it such an id is an error.
         user_items : sparse matrix or 2-D array, shape (len(userid), n_items), optional
-            The users' interactions, one row per id (default: their training rows).  Used to
+            The users' interactions, one row per id (default: their training rows); weights for
+            models with ``uses_weights``, binarised by the others.  Used to
             filter liked items and, for item-based models or with ``recalculate_user``, to
             score (no refit needed); user-based models otherwise score the training rows.
         N : int
@@ -284,6 +305,28 @@ class Recommender(Persistable, BaseEstimator):
             Shape ``(N',)`` for a scalar ``userid`` (``N' <= N`` when fewer items remain) and
             ``(len(userid), min(N, n_candidates))`` for an array, padded with id ``-1`` and score
             ``-inf`` where a user has fewer candidates.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from recsys_ltr.datasets import make_synthetic
+        >>> from recsys_ltr.models import ItemKNN
+        >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+        >>> model = ItemKNN(k=20).fit(X)
+        >>> ids, scores = model.recommend(0, N=3)
+        >>> ids
+        array([29, 52,  4])
+        >>> model.recommend(0, N=3, filter_items=[29])[0]  # never item 29
+        array([52,  4, 95])
+        >>> model.recommend(0, N=2, items=np.arange(10))[0]  # only among items 0-9
+        array([4, 6])
+        >>> model.recommend(np.array([0, 1]), N=2)[0]  # a batch: one row per user
+        array([[29, 52],
+               [59, 41]])
+        >>> row = X[[0]].tolil()  # user 0 after a new click on item 52, no refit
+        >>> row[0, 52] = 1.0
+        >>> model.recommend(0, user_items=row, N=3)[0]
+        array([29,  4, 51])
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
@@ -363,7 +406,7 @@ class Recommender(Persistable, BaseEstimator):
             ids = check_ids(userid, self.n_users_, "userid", _NEW_USER_HINT)
         if user_items is None:
             return self.user_items_[ids], ids
-        rows = check_feedback(user_items, "user_items", allow_empty=True)
+        rows = self._check_input(user_items, "user_items", allow_empty=True)
         if rows.shape != (len(ids), self.n_items_):
             raise ValueError(
                 f"user_items must have one row per userid and {self.n_items_} item columns: "
@@ -405,6 +448,15 @@ class Recommender(Persistable, BaseEstimator):
         (ids, scores) : ndarrays
             ``(N',)`` for a scalar ``itemid`` and ``(len(itemid), min(N, n_items - 1))`` for an
             array, padded with id ``-1`` and score ``-inf``.
+
+        Examples
+        --------
+        >>> from recsys_ltr.datasets import make_synthetic
+        >>> from recsys_ltr.models import ItemKNN
+        >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+        >>> model = ItemKNN(k=20).fit(X)
+        >>> model.similar_items(5, N=3)[0]  # item 5 itself is never in its answer
+        array([51,  6, 55])
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
@@ -413,7 +465,7 @@ class Recommender(Persistable, BaseEstimator):
             if item_users is None:
                 raise ValueError("recalculate_item=True needs the items' users in item_users")
             ids = check_new_ids(itemid, "itemid", "n_items")
-            cols = check_feedback(item_users, "item_users", allow_empty=True)
+            cols = self._check_input(item_users, "item_users", allow_empty=True)
             if cols.shape != (len(ids), self.n_users_):
                 raise ValueError(f"item_users must have shape {(len(ids), self.n_users_)}, got {cols.shape}")
             rows_of = lambda chunk: self._recalculated_item_rows(cols[chunk])  # noqa: E731
@@ -525,7 +577,7 @@ class Recommender(Persistable, BaseEstimator):
     # ------------------------------------------------------------------ persistence
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
-        self.user_items_ = check_feedback(self.user_items_, "user_items_")
+        self.user_items_ = self._check_input(self.user_items_, "user_items_")
         self.params_ = self.get_params(deep=False)
         self._load_nested(state, specs)
         self._check_data_params(self.user_items_)

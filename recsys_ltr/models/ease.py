@@ -32,6 +32,9 @@ class EASE(Recommender):
 
         P = (X^T X + λ I)^{-1},    B = I - P diag(P)^{-1}    (B_ij = -P_ij / P_jj, B_ii = 0).
 
+    EASE reads weights (``uses_weights``): ``X`` may hold counts or weights (the closed form holds for
+    any ``X``; Steck uses binary data), and a user is scored from their weighted row.
+
     Two solvers compute ``P``:
 
     * ``"dense"`` -- the exact inverse, in place in one dense ``n_items x n_items`` float64 matrix
@@ -85,9 +88,22 @@ class EASE(Recommender):
         Dense solver: the item weights, zero diagonal (``None`` after a sparse solve).
     factor_ : scipy.sparse.csr_matrix of shape (n_items, n_items)
         Sparse solver: ``Z`` (``P ~ Z^T Z``; ``None`` after a dense solve).
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import EASE
+    >>> model = EASE(regularization=50.0).fit(X)
+    >>> model.solver_
+    'dense'
+    >>> ids, scores = model.recommend(0, N=3)  # user 0's best unseen items, best first
+    >>> ids
+    array([52, 29, 61])
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+    uses_weights = True
 
     _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
 

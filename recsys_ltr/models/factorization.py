@@ -97,28 +97,36 @@ class _Implicit(_Factorization):
             try:
                 model.fit(X.astype(np.float32), show_progress=self._progress())
             except ModelFitError as exc:  # implicit's NaN check (e.g. a confidence alpha too large for float32)
-                raise FloatingPointError(f"{type(self).__name__} diverged: {exc}") from None
+                raise FloatingPointError(f"{type(self).__name__} diverged: {exc}{self._divergence_hint(X)}") from None
         self._store(model.user_factors, model.item_factors)
 
     def _implicit_model(self, **common):
         """The unfitted implicit model built from the ``common`` and the class's own parameters."""
         raise NotImplementedError
 
+    def _divergence_hint(self, X) -> str:
+        """What a divergence message adds about the data (e.g. ALS's largest confidence)."""
+        return ""
+
 
 class ALS(_Implicit):
     """WRMF (Hu, Koren & Volinsky 2008) by implicit's conjugate-gradient ALS.
 
     implicit 0.7 minimises ``sum_ui c_ui (p_ui - U_u . V_i)^2 + regularization (||U||^2 + ||V||^2)``
-    with ``p_ui = 1`` and confidence ``c_ui = alpha`` on the positives and ``c_ui = 1``, ``p_ui = 0``
-    elsewhere: implicit scales the feedback by ``alpha``, so Hu et al.'s confidence ``1 + a r``
-    of a binary positive is ``alpha = 1 + a`` here (``alpha = 1`` weighs positives like negatives).
+    with ``p_ui = 1`` and confidence ``c_ui = alpha r_ui`` on the positives and ``c_ui = 1``,
+    ``p_ui = 0`` elsewhere: implicit scales the feedback ``r`` by ``alpha``, so Hu et al.'s
+    confidence ``1 + a r`` of a binary positive is ``alpha = 1 + a`` here (``alpha = 1`` weighs
+    positives like negatives).  ALS reads weights (``uses_weights``): ``r_ui`` is the stored value
+    (1 for binary input; counts, or :func:`recsys_ltr.weighting.bm25_weight` /
+    :func:`~recsys_ltr.weighting.log_weight` of counts, as implicit's users weigh them).
 
     ``recommend(..., user_items=R, recalculate_user=True)`` folds users in by the closed-form least
     squares given ``V`` (implicit's ``recalculate_user``, in float64)::
 
-        U_u = (V^T V + (alpha - 1) V_P^T V_P + regularization I)^{-1} alpha V_P^T 1
+        U_u = (V^T V + V_P^T (C_u - I) V_P + regularization I)^{-1} V_P^T C_u 1
 
-    where ``V_P`` holds the factors of the user's items (a user without items gets ``U_u = 0``).
+    where ``V_P`` holds the factors of the user's items and ``C_u`` their confidences
+    ``alpha r_ui`` (a user without items gets ``U_u = 0``).
 
     The defaults are not implicit's (``regularization=0.01, alpha=1``: no extra confidence on
     positives), which rank worse than popularity on some sets: ``regularization=100, alpha=20``
@@ -145,9 +153,22 @@ class ALS(_Implicit):
     Attributes
     ----------
     user_factors_, item_factors_ : ndarray of shape (n_users, factors), (n_items, factors)
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import ALS
+    >>> model = ALS(factors=16, iterations=5, random_state=0).fit(X)
+    >>> model.user_factors_.shape, model.item_factors_.shape
+    ((200, 16), (100, 16))
+    >>> ids, scores = model.recommend(0, N=3)
+    >>> ids.shape, bool(scores[0] >= scores[-1])
+    ((3,), True)
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
+    uses_weights = True
 
     def __init__(
         self,
@@ -174,6 +195,10 @@ class ALS(_Implicit):
     def _implicit_model(self, **common):
         return AlternatingLeastSquares(alpha=float(self.alpha), **common)
 
+    def _divergence_hint(self, X) -> str:
+        top = float(self.alpha) * X.data.max()
+        return f" (the largest confidence alpha * weight is {top:.3g}: implicit trains in float32; rescale the weights)"
+
     def _prepare(self):
         super()._prepare()
         self.gram_ = self.item_factors_.T @ self.item_factors_
@@ -196,7 +221,7 @@ class ALS(_Implicit):
 
 def _fold_in(rows, V, gram, regularization, alpha):
     out = np.zeros((rows.shape[0], V.shape[1]))
-    _als_fold_in(rows.indptr, rows.indices, V, gram, float(regularization), float(alpha), out)
+    _als_fold_in(rows.indptr, rows.indices, rows.data, V, gram, float(regularization), float(alpha), out)
     return out
 
 
@@ -211,9 +236,8 @@ def _factor_cosine(E, ids):
 
 
 @njit(parallel=True, cache=True)
-def _als_fold_in(indptr, indices, V, gram, regularization, alpha, out):
+def _als_fold_in(indptr, indices, data, V, gram, regularization, alpha, out):
     f = V.shape[1]
-    w = alpha - 1.0  # extra confidence of a positive; 0 when alpha = 1
     for r in prange(indptr.shape[0] - 1):
         if indptr[r] == indptr[r + 1]:
             continue
@@ -221,8 +245,10 @@ def _als_fold_in(indptr, indices, V, gram, regularization, alpha, out):
         b = np.zeros(f)
         for p in range(indptr[r], indptr[r + 1]):
             j = indices[p]
+            conf = alpha * data[p]  # the positive's confidence
+            w = conf - 1.0  # its extra confidence; 0 for a binary positive when alpha = 1
             for a in range(f):
-                b[a] += alpha * V[j, a]
+                b[a] += conf * V[j, a]
                 if w != 0.0:
                     wa = w * V[j, a]
                     for c in range(f):
@@ -257,6 +283,15 @@ class BPR(_Implicit):
     Attributes
     ----------
     user_factors_, item_factors_ : ndarray of shape (n_users, factors + 1), (n_items, factors + 1)
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import BPR
+    >>> model = BPR(factors=16, iterations=5, random_state=0, num_threads=1).fit(X)
+    >>> model.item_factors_.shape  # 16 factors and the item bias
+    (100, 17)
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
@@ -320,6 +355,15 @@ class LightFMWARP(_Factorization):
     Attributes
     ----------
     user_factors_, item_factors_ : ndarray of shape (n_users, factors + 2), (n_items, factors + 2)
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import LightFMWARP
+    >>> model = LightFMWARP(factors=16, iterations=5, random_state=0).fit(X)  # doctest: +SKIP
+    >>> model.recommend(0, N=3)[0].shape  # doctest: +SKIP
+    (3,)
     """
 
     _bias_columns = 2

@@ -162,7 +162,10 @@ class ItemKNN(_Neighborhood):
     """item-p: item-based cosine KNN (Deshpande & Karypis 2004, in the row form of Theorem 4.3).
 
     ``score(u, i) = sum of cos(i, j)`` over the items ``j`` of ``u`` among the ``k`` nearest
-    neighbours of ``i``.
+    neighbours of ``i``.  ItemKNN reads weights (``uses_weights``): with a weighted ``X`` (counts,
+    :func:`recsys_ltr.weighting.bm25_weight`) the cosine is of the weighted item columns and each
+    ``cos(i, j)`` counts ``r_uj`` times, as in implicit's ``CosineRecommender``; binary input gives
+    the formula above.
 
     Parameters
     ----------
@@ -178,8 +181,22 @@ class ItemKNN(_Neighborhood):
     ----------
     item_affinity_ : Affinity
         Cosine ``KNN(i)`` of every item, most similar first.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import ItemKNN
+    >>> model = ItemKNN(k=20).fit(X)
+    >>> model.recommend([0, 1, 2], N=2)[0]  # one row per user
+    array([[29, 52],
+           [59, 41],
+           [41,  2]])
+    >>> model.similar_items(5, N=3)[0]
+    array([51,  6, 55])
     """
 
+    uses_weights = True
     _model_state = ("item_affinity_",)
 
 
@@ -191,7 +208,9 @@ class UserKNN(_Neighborhood):
     ``recalculate_user=True`` recomputes them from the ``user_items`` passed in (against an
     index of the training users built once, so the cost is that of the query rows).
     ``similar_items(i)`` ranks items by ``cos(i, j)`` of their user columns, computed for the
-    requested items only (KUNN with ``side="user"``: the Eq. 4.5 affinity).
+    requested items only (KUNN with ``side="user"``: the Eq. 4.5 affinity).  UserKNN reads weights
+    (``uses_weights``): with a weighted ``X`` the cosine is of the weighted user rows and each
+    ``cos(u, v)`` counts ``r_vi`` times.
 
     Parameters
     ----------
@@ -204,9 +223,22 @@ class UserKNN(_Neighborhood):
     ----------
     user_affinity_ : Affinity
         Cosine ``KNN(u)`` of every user, most similar first.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import UserKNN
+    >>> model = UserKNN(k=20).fit(X)
+    >>> model.recommend(0, N=3)[0]
+    array([52, 29, 61])
+    >>> new_user = X[[0]]  # a user outside the training data, scored from their row
+    >>> model.recommend(500, user_items=new_user, N=3, recalculate_user=True)[0]
+    array([52, 29, 61])
     """
 
     item_based = False
+    uses_weights = True
     uses_items = False
     uses_users = True
     _model_state = ("user_affinity_",)
@@ -234,6 +266,17 @@ class KUNN(_Neighborhood):
     ----------
     item_affinity_, user_affinity_ : Affinity
         Eq. (4.5) and Eq. (4.6), each fitted only when ``side`` uses it.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> from recsys_ltr.models import KUNN
+    >>> model = KUNN(k=20).fit(X)
+    >>> model.recommend(0, N=3)[0]
+    array([29, 99,  4])
+    >>> model.with_k(10).recommend(0, N=3)[0].shape  # a smaller k without recomputation
+    (3,)
     """
 
     _affinity_kind = "kunn"

@@ -12,11 +12,13 @@ Conventions shared by every neighbourhood in the package:
 * a neighbourhood is a ``scipy.sparse.csr_matrix`` whose row ``i`` lists ``KNN(i)`` in that
   order (column indices are therefore *not* sorted by id).
 
-The similarity kernel computes, for rows ``a`` and ``b`` of a binary matrix ``M``,
+The similarity kernel computes, for rows ``a`` and ``b`` of a matrix ``M`` (binary, or weighted for
+the models that read weights: ``uses_weights``),
 
     sim(a, b) = sum_f M_af M_bf w_f / (||a|| ||b||),
 
-with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6).
+with feature weights ``w`` (all ones: cosine; ``1/sqrt(c(f))``: the KUNN affinities, Eq. 4.5-4.6)
+and ``||a||`` the Euclidean norm of row ``a`` (of a binary row: the square root of its count).
 The row scales ``1/||a||`` and ``1/||b||`` are inputs of the kernel too, so other products of the
 form ``q_a s_b sum_f M_af M_bf w_f`` reuse it (RP3β, :mod:`recsys_ltr.neighbors.rp3beta`).  It
 runs in parallel over rows (serially for small calls: :mod:`recsys_ltr._parallel`) with one sparse
@@ -37,7 +39,14 @@ from .._parallel import product_work, row_kernel
 from .._progress import progress, progress_enabled
 from .._threads import check_num_threads, numba_threads
 from .._topk import N_BUCKETS, ZERO, select_best_positive, top_k_sparse
-from .._validation import INDEX_DTYPE, check_compressed, check_feedback, check_positive_int, check_sparse
+from .._validation import (
+    INDEX_DTYPE,
+    check_compressed,
+    check_feedback,
+    check_positive_int,
+    check_sparse,
+    check_weighted,
+)
 from ..executors import SerialExecutor, check_executor, executor_scope
 
 __all__ = [
@@ -64,10 +73,12 @@ def _knn_kernel(
     n_chunks,
     q_indptr,
     q_indices,
+    q_data,
     q_scale,
     self_ids,
     b_indptr,
     b_indices,
+    b_data,
     b_scale,
     weights,
     n_base,
@@ -91,12 +102,12 @@ def _knn_kernel(
             n_touched = 0
             for p in range(q_indptr[a], q_indptr[a + 1]):
                 f = q_indices[p]
-                w = weights[f]
+                w = weights[f] * q_data[p]
                 for pp in range(b_indptr[f], b_indptr[f + 1]):
                     b = b_indices[pp]
                     touched[n_touched] = b  # branch-free: kept only on the first touch
                     n_touched += acc[b] == 0.0
-                    acc[b] += w
+                    acc[b] += w * b_data[pp]  # > 0: checked weights are >= 1e-100 (check_weighted)
             m = ZERO
             for t in range(n_touched):
                 b = touched[t]
@@ -136,16 +147,20 @@ def _dense_rows_to_csr(ids, sims, count, n_cols):
 
 
 class KnnIndex:
-    """The rows of a binary matrix ``M`` prepared once for repeated :func:`knn_query` calls.
+    """The rows of a matrix ``M`` prepared once for repeated :func:`knn_query` calls.
 
-    Build it with :func:`knn_index`.  The constructor checks every array against the others (a
-    hand-built index with a bad entry would make the kernel write out of bounds) and stores them
-    read-only, so an index is valid for as long as it exists.
+    Build it with :func:`knn_index`.  The constructor takes the attributes below (``data``
+    optional: ``None`` for a binary ``M``, else weights as :func:`~recsys_ltr._validation.check_weighted`
+    accepts them), checks every array against the others (a hand-built index with a bad entry
+    would make the kernel write out of bounds) and stores them read-only, so an index is valid for
+    as long as it exists.
 
     Attributes
     ----------
     indptr, indices : int32 arrays
         CSR structure of ``M^T`` (feature -> rows).
+    data : float64 array
+        The values of ``M^T`` in that structure (ones for a binary ``M``).
     scale : float64 array (n_rows,)
         The factor ``s_b`` of every row (cosine: ``1 / ||row||`` of ``M``, 0 for an empty row).
     weights : float64 array (n_features,)
@@ -154,19 +169,21 @@ class KnnIndex:
         ``M.shape``.
     """
 
-    __slots__ = ("indices", "indptr", "n_features", "n_rows", "scale", "weights")
+    __slots__ = ("data", "indices", "indptr", "n_features", "n_rows", "scale", "weights")
 
-    def __init__(self, indptr, indices, scale, weights, n_rows, n_features):
+    def __init__(self, indptr, indices, scale, weights, n_rows, n_features, data=None):
         n_rows = check_positive_int(n_rows, "n_rows")
         n_features = check_positive_int(n_features, "n_features")
         nnz = check_compressed(indptr, indices, n_features, n_rows, "KnnIndex", "row index")  # before scipy sees them
-        Mt = check_sparse(
-            sp.csr_matrix((np.ones(nnz), np.asarray(indices)[:nnz], np.asarray(indptr)), shape=(n_features, n_rows)),
+        values = np.ones(nnz) if data is None else np.asarray(data)[:nnz]
+        Mt = (check_feedback if data is None else check_weighted)(
+            sp.csr_matrix((values, np.asarray(indices)[:nnz], np.asarray(indptr)), shape=(n_features, n_rows)),
             "KnnIndex", allow_empty=True,
         )  # fmt: skip
         scale = _finite_vector(scale, n_rows, "scale", positive=False)
         weights = _finite_vector(weights, n_features, "weights", positive=True)
         for name, value in (
+            ("data", Mt.data),
             ("indptr", Mt.indptr),
             ("indices", Mt.indices),
             ("scale", scale),
@@ -179,10 +196,10 @@ class KnnIndex:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def trusted(cls, indptr, indices, scale, weights, n_rows, n_features) -> KnnIndex:
+    def trusted(cls, indptr, indices, scale, weights, n_rows, n_features, data) -> KnnIndex:
         """An index of arrays this package built and checked (no validation pass), read-only."""
         self = cls.__new__(cls)
-        for name, value in zip(cls.__slots__, (indices, indptr, n_features, n_rows, scale, weights)):
+        for name, value in zip(cls.__slots__, (data, indices, indptr, n_features, n_rows, scale, weights)):
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
             object.__setattr__(self, name, value)
@@ -195,7 +212,9 @@ class KnnIndex:
         # pickled as its arrays, rebuilt without a validation pass: the constructor would copy them,
         # and a worker reading the index zero-copy from Ray's object store must not (a pickle is
         # trusted anyway: unpickling can run any code)
-        return KnnIndex.trusted, (self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features)
+        return KnnIndex.trusted, (
+            self.indptr, self.indices, self.scale, self.weights, self.n_rows, self.n_features, self.data
+        )  # fmt: skip
 
 
 def _finite_vector(v, n, name, positive):
@@ -234,10 +253,11 @@ def knn_index(M, weights=None, scale=None) -> KnnIndex:
 
 
 def knn_index_trusted(M, weights, scale=None) -> KnnIndex:
-    """:func:`knn_index` of a canonical binary CSR ``M``, checked weights and scale."""
+    """:func:`knn_index` of a canonical CSR ``M`` (binary, or weighted by :func:`check_weighted`),
+    checked weights and scale."""
     Mt = M.T.tocsr()
-    scale = _inverse_norms(M) if scale is None else scale
-    return KnnIndex.trusted(Mt.indptr, Mt.indices, scale, weights, M.shape[0], M.shape[1])
+    scale = inverse_norms(M) if scale is None else scale
+    return KnnIndex.trusted(Mt.indptr, Mt.indices, scale, weights, M.shape[0], M.shape[1], Mt.data)
 
 
 def check_scale(scale, M, name) -> np.ndarray:
@@ -346,12 +366,12 @@ def knn_query_trusted(
     executor=None,
     block_size=None,
 ):
-    """:func:`knn_query` of canonical binary query rows ``Q``, int64 ``self_ids`` (-1: none), a
+    """:func:`knn_query` of canonical query rows ``Q`` (binary or weighted, like the index), int64 ``self_ids`` (-1: none), a
     checked ``query_scale`` (``None``: ``1/||row||``), an ``executor`` argument and ``block_size``
     (``None`` or a positive int)."""
     nq = Q.shape[0]
     check_executor(executor)
-    query_scale = _inverse_norms(Q) if query_scale is None else query_scale
+    query_scale = inverse_norms(Q) if query_scale is None else query_scale
     with executor_scope(executor) as ex, progress(show_progress, total=nq, desc=desc) as bar:
         if block_size is None:
             block_size = _default_block(nq, k, ex, show_progress)
@@ -401,10 +421,12 @@ def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
             n_chunks,
             Q.indptr,
             Q.indices,
+            Q.data,
             query_scale,
             self_ids,
             index.indptr,
             index.indices,
+            index.data,
             index.scale,
             index.weights,
             index.n_rows,
@@ -473,15 +495,17 @@ def weighted_cosine_knn(
 def self_knn_trusted(
     M, k, weights=None, *, num_threads=0, show_progress=False, desc="KNN", executor=None, block_size=None
 ) -> sp.csr_matrix:
-    """``KNN`` of every row of the canonical binary ``M`` among its rows (itself excluded)."""
+    """``KNN`` of every row of the canonical ``M`` (binary or weighted) among its rows (itself excluded)."""
     index = knn_index_trusted(M, np.ones(M.shape[1]) if weights is None else weights)
     ids = np.arange(M.shape[0], dtype=np.int64)
     return knn_query_trusted(index, M, k, ids, num_threads, show_progress, desc, None, executor, block_size)
 
 
-def _inverse_norms(M):
-    """``1 / ||row||`` of a binary CSR matrix (0 for empty rows, which are never touched)."""
-    return inverse_sqrt(np.diff(M.indptr).astype(np.float64))
+def inverse_norms(M):
+    """``1 / ||row||`` of a canonical CSR matrix, the Euclidean norm of its values (of a binary row:
+    ``1 / sqrt(count)``, exactly); 0 for empty rows, which are never touched."""
+    rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    return inverse_sqrt(np.bincount(rows, weights=M.data * M.data, minlength=M.shape[0]))
 
 
 def inverse_sqrt(counts):
