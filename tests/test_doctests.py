@@ -1,4 +1,5 @@
-"""The docstrings' examples run, and every documented class and function users call has one.
+"""The docstrings' examples run, every documented class and function users call has one, and every
+documented constant its own documentation.
 
 * One test per module of ``recsys_ltr`` (walked with :mod:`pkgutil`) runs its doctests (the
   ``>>>`` lines of its docstrings, numpydoc's ``Examples`` sections) on generated data; a module
@@ -7,6 +8,8 @@
   ``docs/api/*.rst`` has an ``Examples`` section, except the names of :data:`NO_EXAMPLES` (nothing
   to show a user: exceptions, result records, kernel-facing helpers, the command line's internals)
   and of :data:`PENDING` (examples still to write; remove a name when its example lands).
+* :func:`test_documented_constants_have_their_own_docs`: the constants of those pages show their
+  own documentation, not their type's docstring.
 """
 
 from __future__ import annotations
@@ -150,14 +153,17 @@ def test_doctests(name, tmp_path, monkeypatch):
 
 
 def documented_api() -> list[tuple[str, object]]:
-    """``(qualified name, object)`` of every class and function in the autosummary tables of
-    ``docs/api/*.rst``, qualified by the page's current module as Sphinx resolves it."""
+    """``(qualified name, object)`` of every entry of the autosummary tables and ``autodata``
+    directives of ``docs/api/*.rst``, qualified by the page's current module as Sphinx resolves it."""
     found = []
     for page in sorted((ROOT / "docs" / "api").glob("*.rst")):
         current, in_table = None, False
         for line in page.read_text(encoding="utf-8").splitlines():
-            directive = re.match(r"\.\. (currentmodule|automodule):: (\S+)", line)
-            if directive:
+            directive = re.match(r"\.\. (currentmodule|automodule|autodata):: (\S+)", line)
+            entry = None
+            if directive and directive.group(1) == "autodata":
+                entry, in_table = directive.group(2), False
+            elif directive:
                 current, in_table = directive.group(2), False
             elif line.startswith(".. autosummary::"):
                 in_table = True
@@ -165,12 +171,24 @@ def documented_api() -> list[tuple[str, object]]:
                 in_table = False
             elif in_table and line.strip() and not line.strip().startswith(":"):
                 entry = line.strip()
-                obj = importlib.import_module(current)
-                for part in entry.split("."):
-                    obj = getattr(obj, part)
-                if inspect.isclass(obj) or callable(obj):
-                    found.append((f"{current}.{entry}", obj))
+            if entry:
+                name = entry if entry.startswith("recsys_ltr.") else f"{current}.{entry}"
+                found.append((name, _resolve(name)))
     return found
+
+
+def _resolve(name: str):
+    module, attribute = name, []
+    while True:
+        try:
+            obj = importlib.import_module(module)
+            break
+        except ModuleNotFoundError:
+            module, last = module.rsplit(".", 1)
+            attribute.insert(0, last)
+    for part in attribute:
+        obj = getattr(obj, part)
+    return obj
 
 
 def has_examples(obj) -> bool:
@@ -178,9 +196,24 @@ def has_examples(obj) -> bool:
 
 
 def test_documented_api_has_examples():
-    api = dict(documented_api())
+    api = {name: obj for name, obj in documented_api() if inspect.isclass(obj) or callable(obj)}
     assert len(api) > 100, "the autosummary tables were not found"
     missing = sorted(n for n, obj in api.items() if not has_examples(obj) and n not in NO_EXAMPLES | PENDING)
     assert not missing, f"add an Examples section to: {missing}"
     stale = sorted(n for n in NO_EXAMPLES | PENDING if n not in api or has_examples(api[n]))
     assert not stale, f"remove from the allow-lists (documented with Examples, or no longer in docs/api): {stale}"
+
+
+def test_documented_constants_have_their_own_docs():
+    """A documented constant shows its ``#:`` comment, not its type's docstring (``tuple``'s "Built-in
+    immutable sequence"): Sphinx finds the comment only in the module the constant is documented
+    under, so a constant re-exported by a package is documented under its defining module."""
+    analyzer = pytest.importorskip("sphinx.pycode").ModuleAnalyzer
+    constants = [name for name, obj in documented_api() if not (inspect.isclass(obj) or callable(obj))]
+    assert len(constants) >= 10, "the constants of the API pages were not found"
+    undocumented = [
+        name
+        for name in constants
+        if ("", name.rsplit(".", 1)[1]) not in analyzer.for_module(name.rsplit(".", 1)[0]).find_attr_docs()
+    ]
+    assert not undocumented, f"give these a #: comment where they are documented: {undocumented}"
