@@ -176,7 +176,7 @@ def render(result: dict) -> str:
             else:
                 lines.append(
                     f"     - fit {_seconds(r['fit_s'])}, serve {_seconds(r['serve_s'])}, "
-                    f"{_mib(r['peak_mib'])}, file {r['file_mb']:,.1f} MB"
+                    f"peak {_mib(r['peak_mib'])}, file {r['file_mb']:,.1f} MB"
                 )
     return "\n".join(lines) + "\n"
 
@@ -186,7 +186,7 @@ def _mib(m: float) -> str:
 
 
 def _seconds(s: float) -> str:
-    return f"{s:.2f} s" if s < 10 else f"{s:,.0f} s"
+    return "< 0.01 s" if s < 0.01 else f"{s:.2f} s" if s < 10 else f"{s:,.0f} s"
 
 
 def main():
