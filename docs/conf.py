@@ -7,6 +7,7 @@ Build (warnings are errors, as in CI)::
 """
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.abspath(".."))  # the checkout's recsys_ltr, also without an install
@@ -50,11 +51,22 @@ html_static_path = []
 
 def _skip_foreign_members(app, what, name, obj, skip, options):
     """Document a class's own and recsys_ltr-inherited members, not scikit-learn's machinery
-    (``get_metadata_routing``, ``set_output``, ... cite scikit-learn's own glossary)."""
+    (``get_metadata_routing``, ``set_output``, ... cite scikit-learn's own glossary) nor a builtin
+    base's methods (a named tuple's ``count`` and ``index``)."""
     module = getattr(obj, "__module__", None) or ""
     if what == "class" and module and not module.startswith("recsys_ltr"):
         return True
+    if what == "class" and getattr(getattr(obj, "__objclass__", None), "__module__", None) == "builtins":
+        return True
     return None
+
+
+def _drop_builtin_docstrings(app, what, name, obj, options, lines):
+    """A named tuple's field has the generated docstring "Alias for field number 0": show the field
+    without it (the class docstring describes its fields)."""
+    text = [line for line in map(str.strip, lines) if line and line not in ("..", "!! processed by numpydoc !!")]
+    if len(text) == 1 and re.fullmatch(r"Alias for field number \d+", text[0]):
+        lines.clear()
 
 
 def _resolve_reexported(app, env, node, contnode):
@@ -96,4 +108,5 @@ def _resolve_reexported(app, env, node, contnode):
 
 def setup(app):
     app.connect("autodoc-skip-member", _skip_foreign_members)
+    app.connect("autodoc-process-docstring", _drop_builtin_docstrings)
     app.connect("missing-reference", _resolve_reexported)

@@ -11,6 +11,7 @@ stream is one row of a ``uint64`` state array and every draw names its row.
 
 Example
 -------
+>>> from recsys_ltr._rng import randint, seed_state
 >>> state = seed_state(42, n_streams=2)
 >>> x = randint(state, 0, 10)   # uniform in [0, 10), stream 0 (inside or outside numba)
 """

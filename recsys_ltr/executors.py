@@ -204,7 +204,18 @@ class Executor:
 
 
 class SerialExecutor(Executor):
-    """Every task in this process, in order (the package's default)."""
+    """Every task in this process, in order (the package's default).
+
+    Examples
+    --------
+    >>> import operator
+    >>> from recsys_ltr.executors import SerialExecutor
+    >>> executor = SerialExecutor()
+    >>> sorted(executor.map(operator.add, [1, 2, 3], shared=10))  # (position, shared + task)
+    [(0, 11), (1, 12), (2, 13)]
+    >>> executor.stats.tasks
+    3
+    """
 
     name = "serial"
 
@@ -275,6 +286,14 @@ class ProcessExecutor(_WorkerExecutor):
         are resubmitted); one more death raises ``RuntimeError``.
     max_pending : int, optional
         Tasks in flight ahead of the consumer (default ``2 * n_workers``).
+
+    Examples
+    --------
+    >>> import operator
+    >>> from recsys_ltr.executors import ProcessExecutor
+    >>> with ProcessExecutor(n_workers=2, threads=1) as executor:  # doctest: +SKIP
+    ...     print(sorted(executor.map(operator.add, [1, 2, 3], shared=10)))
+    [(0, 11), (1, 12), (2, 13)]
     """
 
     name = "processes"
@@ -322,6 +341,7 @@ class ProcessExecutor(_WorkerExecutor):
 
     def _run_pool(self, fn, queue, shared, unfinished, workers):
         """Run the ``(position, task)`` pairs of ``queue`` in one pool; ``unfinished`` holds those
+        [(0, 3), (1, 6)]
         submitted and not finished, ``workers`` collects the pids that finished one."""
         context = multiprocessing.get_context("spawn")  # forking after numba started threads is unsafe
         pool = ProcessPoolExecutor(self.n_workers, mp_context=context, initializer=_init_process, initargs=(shared,))
@@ -386,6 +406,14 @@ class RayExecutor(_WorkerExecutor):
 
     The executor leaves Ray running when closed (later executors reuse the session); a local
     instance it started stops at interpreter exit or with :meth:`shutdown`.
+
+    Examples
+    --------
+    >>> import operator
+    >>> from recsys_ltr.executors import RayExecutor
+    >>> with RayExecutor(address="auto") as executor:  # doctest: +SKIP
+    ...     print(sorted(executor.map(operator.add, [1, 2, 3], shared=10)))
+    [(0, 11), (1, 12), (2, 13)]
     """
 
     name = "ray"
@@ -472,7 +500,14 @@ def _ray_result(ray, ref):
 def get_executor(executor=None, *, address=None) -> Executor:
     """The executor named by ``executor`` (one of :data:`EXECUTORS`; ``None``: ``"serial"``), or
     ``executor`` itself when it is an :class:`Executor`.  ``address`` is the Ray address of
-    ``"ray"`` (see :class:`RayExecutor`)."""
+    ``"ray"`` (see :class:`RayExecutor`).
+
+    Examples
+    --------
+    >>> from recsys_ltr.executors import get_executor
+    >>> get_executor("serial")
+    SerialExecutor()
+    """
     executor = check_executor(executor, address=address)
     if isinstance(executor, Executor):
         return executor
@@ -483,7 +518,14 @@ def get_executor(executor=None, *, address=None) -> Executor:
 
 def check_executor(executor, *, address=None):
     """Check an ``executor=`` argument without starting anything: an :class:`Executor` is returned
-    as is, a name (``None``: ``"serial"``) as a member of :data:`EXECUTORS`."""
+    as is, a name (``None``: ``"serial"``) as a member of :data:`EXECUTORS`.
+
+    Examples
+    --------
+    >>> from recsys_ltr.executors import check_executor
+    >>> check_executor(None), check_executor("processes")  # names are checked, nothing starts
+    ('serial', 'processes')
+    """
     if isinstance(executor, Executor):
         if address is not None:
             raise ValueError("address applies to executor='ray'; give it to RayExecutor(address=...) instead")
@@ -502,7 +544,16 @@ def check_executor(executor, *, address=None):
 @contextlib.contextmanager
 def executor_scope(executor=None, *, address=None):
     """:func:`get_executor` as a context: an executor created from a name is closed on exit, one
-    passed in is left open for its owner."""
+    passed in is left open for its owner.
+
+    Examples
+    --------
+    >>> import operator
+    >>> from recsys_ltr.executors import executor_scope
+    >>> with executor_scope("serial") as executor:  # closed on exit: it was created from a name
+    ...     print(sorted(executor.map(operator.mul, [1, 2], shared=3)))
+    [(0, 3), (1, 6)]
+    """
     resolved = get_executor(executor, address=address)
     try:
         yield resolved
@@ -536,6 +587,18 @@ def map_user_blocks(fn, model, users=None, *, batch_size=None, executor=None, sh
         See :func:`get_executor` (default in-process).
     show_progress : bool or None
         Progress bar over blocks (``None``: on when standard error is a terminal).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.executors import map_user_blocks
+    >>> from recsys_ltr.models import Popularity
+    >>> model = Popularity().fit(make_synthetic(n_users=300, n_items=100, random_state=0).matrix)
+    >>> def best_score(model, users):  # any (model, user_ids) -> result; module-level for worker executors
+    ...     return model.score(users).max(axis=1)
+    >>> [(users.size, best.shape) for users, best in map_user_blocks(best_score, model, batch_size=128)]
+    [(128, (128,)), (128, (128,)), (44, (44,))]
     """
     if not callable(fn):
         raise TypeError(f"fn must be a callable (model, user_ids) -> result, got {type(fn).__name__}")
@@ -548,7 +611,18 @@ def map_user_blocks(fn, model, users=None, *, batch_size=None, executor=None, sh
 def score_users(model, users=None, reduce=None, *, batch_size=None, executor=None, show_progress=None):
     """Scores of blocks of users (``model.score``), yielded as ``(user_ids, scores)`` when they
     finish; with ``reduce``, ``(user_ids, reduce(user_ids, scores))`` computed in the task, so only
-    the reduction travels back.  See :func:`map_user_blocks` for the other arguments."""
+    the reduction travels back.  See :func:`map_user_blocks` for the other arguments.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.executors import score_users
+    >>> from recsys_ltr.models import Popularity
+    >>> model = Popularity().fit(make_synthetic(n_users=300, n_items=100, random_state=0).matrix)
+    >>> blocks = score_users(model, users=range(250), batch_size=100, reduce=lambda users, s: s.argmax(axis=1))
+    >>> [(users.size, best.shape) for users, best in blocks]
+    [(100, (100,)), (100, (100,)), (50, (50,))]
+    """
     if reduce is not None and not callable(reduce):
         raise TypeError(f"reduce must be a callable (user_ids, scores) -> result, got {type(reduce).__name__}")
     return map_user_blocks(
@@ -572,6 +646,18 @@ def recommend_users(model, users=None, N=10, **kwargs):
     ``show_progress`` of :func:`map_user_blocks`.  The default ``batch_size`` is a multiple of
     ``recommend``'s sub-block, so every user is scored in the same sub-block as by one in-process
     ``recommend`` call.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.executors import recommend_users
+    >>> from recsys_ltr.models import RP3beta
+    >>> model = RP3beta(k=20).fit(make_synthetic(n_users=300, n_items=100, random_state=0).matrix)
+    >>> for users, ids, scores in recommend_users(model, N=5, batch_size=128):
+    ...     print(users.size, ids.shape)  # write each block somewhere as it arrives
+    128 (128, 5)
+    128 (128, 5)
+    44 (44, 5)
     """
     stream = _recommend_stream(model, users, N, **kwargs)
     return ((block, ids, scores) for _, block, (ids, scores) in stream)
@@ -580,7 +666,18 @@ def recommend_users(model, users=None, N=10, **kwargs):
 def recommend_all(model, users=None, N=10, **kwargs):
     """:func:`recommend_users` gathered into ``(ids, scores)`` arrays aligned with ``users``
     (default: every training user), as ``model.recommend(users, N)`` returns them: ``len(users) x
-    N'`` values, the only arrays held whole."""
+    N'`` values, the only arrays held whole.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.executors import recommend_all
+    >>> from recsys_ltr.models import RP3beta
+    >>> model = RP3beta(k=20).fit(make_synthetic(n_users=300, n_items=100, random_state=0).matrix)
+    >>> ids, scores = recommend_all(model, N=5, batch_size=128)
+    >>> ids.shape
+    (300, 5)
+    """
     stream = _recommend_stream(model, users, N, **kwargs)
     ids = scores = None
     for start, block, (block_ids, block_scores) in stream:

@@ -116,6 +116,18 @@ class EvaluationResult(Mapping):
         Standard error of each mean (sample standard deviation / sqrt(n); NaN for one user).
     k : int
         The default cutoff used for bare ``REC``/``P``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.metrics import evaluate
+    >>> from recsys_ltr.models import Popularity
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> train, val, test = split.holdout(X, val=0.1, test=0.2, random_state=0)
+    >>> result = evaluate(Popularity().fit(train), train, test, exclude=val, metrics=["ADG", "REC@5"])
+    >>> list(result), result.users.size == result.per_user["ADG"].size
+    (['ADG', 'REC@5'], True)
     """
 
     def __init__(self, per_user: dict[str, np.ndarray], users: np.ndarray, k: int):
@@ -222,6 +234,25 @@ def evaluate(
         On shape mismatches, overlapping test/train or test/exclude, an unknown metric, ``k``
         larger than the catalogue, users out of range, no user with a test item to evaluate,
         or a score block of the wrong shape or with NaN scores.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.metrics import evaluate
+    >>> from recsys_ltr.models import RP3beta
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> train, val, test = split.holdout(X, val=0.1, test=0.2, random_state=0)
+    >>> result = evaluate(RP3beta(k=20).fit(train), train, test, exclude=val)
+    >>> round(result["ADG"], 4), round(result.stderr["ADG"], 4), len(result.users)
+    (0.3804, 0.0118, 300)
+
+    A score function works too: here uniform scores, ranked by the popularity tie-break.
+
+    >>> import numpy as np
+    >>> popular = evaluate(lambda users: np.zeros((len(users), X.shape[1])), train, test, metrics=["ADG"])
+    >>> round(popular["ADG"], 4)
+    0.301
     """
     _score_function(model_or_score_fn)
     progress_enabled(show_progress)
@@ -344,7 +375,16 @@ def _evaluate_product(product, inputs: _EvaluationInputs, train, test, exclude) 
 
 def ranked_last(score_fn, items):
     """The score function ``score_fn`` (user ids -> dense scores) with ``items`` scored ``-inf``:
-    ranked below every other item, as items a model knows are never held out."""
+    ranked below every other item, as items a model knows are never held out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.metrics import ranked_last
+    >>> score = ranked_last(lambda users: np.ones((len(users), 4)), items=[0, 2])
+    >>> score(np.array([0]))
+    array([[-inf,   1., -inf,   1.]])
+    """
 
     def score(user_ids):
         scores = np.array(score_fn(user_ids), dtype=np.float64)
@@ -379,6 +419,16 @@ def rank_test_items(scores, train_rows, test_rows, exclude_rows=None, popularity
         Number of candidates of each row (-1 for rows without test items: not computed).
 
     ``recsys_ltr._ranking.metrics_from_ranks`` turns these into the evaluator's metric table.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.metrics import rank_test_items
+    >>> scores = np.array([[0.9, 0.1, 0.5, 0.3]])
+    >>> train, test = sp.csr_matrix([[1, 0, 0, 0]]), sp.csr_matrix([[0, 0, 0, 1]])
+    >>> rank_test_items(scores, train, test)
+    (array([1]), array([3]))
     """
     train_rows, test_rows, exclude_rows = _check_matrices(
         train_rows, test_rows, exclude_rows, allow_empty_train=True, names=("train_rows", "test_rows", "exclude_rows")
@@ -402,7 +452,17 @@ def _rank_trusted(scores, tiebreak, train_rows, test_rows, exclude_rows):
 
 def squared_distances(Zq, Zdb, db_norms):
     """Squared Euclidean distances between the rows of ``Zq`` and ``Zdb`` (``db_norms``: squared
-    norms of the rows of ``Zdb``), clipped at 0 against rounding."""
+    norms of the rows of ``Zdb``), clipped at 0 against rounding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.metrics import squared_distances
+    >>> Z = np.array([[0.0, 0.0], [3.0, 4.0]])
+    >>> squared_distances(Z, Z, (Z * Z).sum(axis=1))
+    array([[ 0., 25.],
+           [25.,  0.]])
+    """
     D = (Zq * Zq).sum(axis=1)[:, None] - 2.0 * (Zq @ Zdb.T) + db_norms[None, :]
     return np.maximum(D, 0.0, out=D)
 
@@ -426,6 +486,16 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     -------
     dict
         ``{"MAP", "AUC", "P@k" for k in ks, "n_queries"}``: means over the evaluated queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.metrics import retrieval_metrics
+    >>> Z = np.array([[0.0], [0.1], [5.0], [5.1]])
+    >>> same_class = sp.csr_matrix(np.kron(np.eye(2), [[0, 1], [1, 0]]))  # the other point of its pair
+    >>> retrieval_metrics(Z, Z, same_class, ks=(1,), exclude_self=True)
+    {'MAP': 1.0, 'P@1': 1.0, 'AUC': 1.0, 'n_queries': 4}
     """
     Zq, Zdb = check_dense(Zq, "Zq"), check_dense(Zdb, "Zdb")
     if Zq.shape[1] != Zdb.shape[1]:

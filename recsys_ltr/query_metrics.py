@@ -60,6 +60,12 @@ def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Query ``j`` owns ``order[offsets[j]:offsets[j + 1]]``.
     unique_qid : int64 array (n_queries,)
         The query ids, ascending.
+
+    Examples
+    --------
+    >>> from recsys_ltr.query_metrics import query_groups
+    >>> query_groups([7, 3, 7, 3, 3])
+    (array([1, 3, 4, 0, 2]), array([0, 3, 5]), array([3, 7]))
     """
     qid = _check_qid(qid)
     unique_qid, inverse, counts = np.unique(qid, return_inverse=True, return_counts=True)
@@ -72,7 +78,14 @@ def query_groups(qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def contiguous_query_offsets(qid) -> np.ndarray:
     """Offsets of the queries of ``qid`` when each query's rows are contiguous (LETOR and
     LightGBM order): query ``j`` owns rows ``offsets[j]:offsets[j + 1]``, queries in order of
-    appearance.  Raises ``ValueError`` when a query id appears in more than one run of rows."""
+    appearance.  Raises ``ValueError`` when a query id appears in more than one run of rows.
+
+    Examples
+    --------
+    >>> from recsys_ltr.query_metrics import contiguous_query_offsets
+    >>> contiguous_query_offsets([7, 7, 3, 3, 3])
+    array([0, 2, 5])
+    """
     qid = _check_qid(qid)
     starts = np.flatnonzero(qid[1:] != qid[:-1]) + 1
     offsets = np.concatenate([[0], starts, [qid.size]]).astype(np.int64)
@@ -95,7 +108,14 @@ def _real_array(a, name: str) -> np.ndarray:
 
 
 def check_labels(y, n_rows: int) -> np.ndarray:
-    """``y`` as float64 graded relevance labels of ``n_rows`` rows (real, finite, >= 0)."""
+    """``y`` as float64 graded relevance labels of ``n_rows`` rows (real, finite, >= 0).
+
+    Examples
+    --------
+    >>> from recsys_ltr.query_metrics import check_labels
+    >>> check_labels([0, 2, 1], n_rows=3)
+    array([0., 2., 1.])
+    """
     y = _real_array(y, "y")
     if y.shape != (n_rows,):
         raise ValueError(f"y must have shape ({n_rows},), got {y.shape}")
@@ -170,6 +190,14 @@ def ndcg_at_k(y, scores, qid, k: int = 10) -> np.ndarray:
     """Per-query NDCG@k (gain ``2**l - 1``, log2 discount), ordered by ascending query id.
 
     ``k=None`` means no cutoff.  Queries without a relevant document give ``NaN``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.query_metrics import ndcg_at_k
+    >>> y, qid = [2, 0, 1, 0, 0], [1, 1, 1, 2, 2]  # query 2 has no relevant document
+    >>> np.round(ndcg_at_k(y, scores=[0.1, 0.9, 0.5, 0.3, 0.2], qid=qid, k=3), 4)
+    array([0.5869,    nan])
     """
     k = None if k is None else check_positive_int(k, "k")
     labels, s, offsets = _check_inputs(y, scores, qid)
@@ -177,7 +205,14 @@ def ndcg_at_k(y, scores, qid, k: int = 10) -> np.ndarray:
 
 
 def average_precision(y, scores, qid) -> np.ndarray:
-    """Per-query average precision (relevant = label > 0), ordered by ascending query id."""
+    """Per-query average precision (relevant = label > 0), ordered by ascending query id.
+
+    Examples
+    --------
+    >>> from recsys_ltr.query_metrics import average_precision
+    >>> average_precision(y=[1, 0, 1], scores=[0.9, 0.8, 0.1], qid=[0, 0, 0])
+    array([0.83333333])
+    """
     labels, s, offsets = _check_inputs(y, scores, qid)
     return _per_query(s, labels, offsets, 0, 1)
 
@@ -187,6 +222,13 @@ def ranking_report(y, scores, qid, ks=(1, 3, 5, 10)) -> dict:
 
     Returns a dict ``{"NDCG@1": ..., ..., "MAP": ..., "n_queries": ..., "n_excluded": ...}``
     where ``n_excluded`` counts the queries without relevant document (left out of the means).
+
+    Examples
+    --------
+    >>> from recsys_ltr.query_metrics import ranking_report
+    >>> report = ranking_report([2, 0, 1, 0, 0], [0.1, 0.9, 0.5, 0.3, 0.2], [1, 1, 1, 2, 2], ks=(1, 3))
+    >>> {name: round(value, 4) for name, value in report.items()}
+    {'NDCG@1': 0.0, 'NDCG@3': 0.5869, 'MAP': 0.5833, 'n_queries': 1, 'n_excluded': 1}
     """
     ap = average_precision(y, scores, qid)
     valid = ~np.isnan(ap)

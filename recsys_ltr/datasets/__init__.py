@@ -1,9 +1,13 @@
 """Real data sets (registry, checksums, loaders) and the synthetic generator.
 
 >>> from recsys_ltr import datasets
->>> datasets.available()                      # registered sets present in the data directory
->>> data = datasets.load("movielens-100k")    # -> recsys_ltr.Interactions
->>> toy = datasets.make_synthetic(random_state=0)  # no files needed
+>>> datasets.available()  # registered sets present in the data directory  # doctest: +SKIP
+['lastfm-2k', 'movielens-100k']
+>>> data = datasets.load("movielens-100k")  # doctest: +SKIP
+>>> data  # doctest: +SKIP
+Interactions(942 users x 1447 items, 55375 positives, 19 item features, timestamps)
+>>> datasets.make_synthetic(random_state=0)  # no files needed
+Interactions(1000 users x 500 items, 9843 positives)
 
 See ``datasets/README.md`` at the top of the repository for where each set comes from, its
 terms of use, and where to put the files (``$RECSYS_LTR_DATA``).

@@ -45,12 +45,26 @@ TIMESTAMPED = ("movielens-100k",)
 
 def list_datasets(include_ltr: bool = False) -> list[str]:
     """Registered data set names: those :func:`load` reads (plus the learning-to-rank sets
-    read by ``load_letor`` when ``include_ltr``)."""
+    read by ``load_letor`` when ``include_ltr``).
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> datasets.list_datasets()
+    ['citeulike-a', 'gowalla', 'lastfm-2k', 'movielens-100k', 'movielens-1m-implicit', 'msweb']
+    """
     return sorted(_registered() if include_ltr else _LOADERS)
 
 
 def available(data_dir=None, include_ltr: bool = False) -> list[str]:
-    """The registered data sets whose files are present in the data directory."""
+    """The registered data sets whose files are present in the data directory.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> set(datasets.available()) <= set(datasets.list_datasets())
+    True
+    """
     return [name for name in list_datasets(include_ltr) if is_present(name, data_dir)]
 
 
@@ -65,6 +79,15 @@ def load(name: str, data_dir=None, verify: bool = True) -> Interactions:
         See :func:`recsys_ltr.datasets.resolve_data_dir`.
     verify : bool
         Check every file's sha256 against the registry.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> data = datasets.load("movielens-100k")  # doctest: +SKIP
+    >>> data  # doctest: +SKIP
+    Interactions(942 users x 1447 items, 55375 positives, 19 item features, timestamps)
+    >>> data.matrix.shape, data.item_ids[:3]  # doctest: +SKIP
+    ((942, 1447), array([1, 2, 3]))
     """
     if name not in _LOADERS:
         dataset_info(name)  # unknown name -> ValueError listing the registered ones
@@ -93,6 +116,13 @@ def load_presplit(name: str, data_dir=None, verify: bool = True) -> tuple[Intera
     parts : dict
         ``{"train", "valid", "test"}`` -> canonical CSR matrices of ``data.shape`` on ``data``'s
         id maps; they are disjoint and sum to ``data.matrix``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> data, parts = datasets.load_presplit("gowalla")  # doctest: +SKIP
+    >>> data.shape, sorted(parts)  # doctest: +SKIP
+    ((29858, 40981), ['test', 'train', 'valid'])
     """
     if name not in PRESPLIT:
         raise ValueError(f"{name!r} ships no published split; pre-split sets: {', '.join(PRESPLIT)}")

@@ -68,6 +68,19 @@ def make_synthetic(
     -------
     Interactions or (Interactions, dict)
         Ids are ``0..n-1``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> data = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0)
+    >>> data
+    Interactions(300 users x 100 items, 2995 positives)
+    >>> X = data.matrix  # users x items, CSR, ones at the positives
+    >>> X.shape, X.nnz, int(X.getnnz(axis=0).min())  # the least popular item
+    ((300, 100), 2995, 4)
+    >>> data, planted = make_synthetic(n_users=20, n_items=10, n_factors=2, random_state=0, return_params=True)
+    >>> planted["user_factors"].shape, planted["item_factors"].shape
+    ((20, 2), (10, 2))
     """
     n_users = check_positive_int(n_users, "n_users")
     n_items = check_positive_int(n_items, "n_items")

@@ -203,6 +203,7 @@ def _febr(side, affinity):
     )
 
 
+#: Every method of the command line by name (``--models``): its factory and tuning grids.
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (  # the rows of Tables 4.3 / 4.4, then the extra anchors

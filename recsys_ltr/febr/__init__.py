@@ -45,6 +45,16 @@ def febr_features(model, users=None, *, batch_size=None, executor=None, show_pro
     per user, or the ``n_items x n_features`` features per user) to about
     :data:`recsys_ltr._memory.TASK_BYTES`.  See :func:`recsys_ltr.executors.map_user_blocks` for
     the other arguments.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.febr import AffinityFEBR, febr_features
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = AffinityFEBR(affinity="cosine", k=20, max_iter=20_000, random_state=0).fit(X)
+    >>> blocks = febr_features(model, users=range(250), batch_size=100)
+    >>> [(users.size, phi.shape) for users, phi in blocks]
+    [(100, (100, 100, 7)), (100, (100, 100, 7)), (50, (50, 100, 7))]
     """
     if not isinstance(model, OptADGRecommender):
         raise TypeError(f"model must be a fitted FEBR or AffinityFEBR, got {type(model).__name__}")

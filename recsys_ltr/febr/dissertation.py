@@ -132,6 +132,17 @@ show_progress :
     ``score`` returns the linear scores up to a constant per user.  FEBRi is item-based; FEBRu /
     FEBRiu use the stored ``KNN_k(u)``, recomputed from ``user_items`` with
     ``recalculate_user=True`` (cosine and kunn affinities).
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.febr import AffinityFEBR
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = AffinityFEBR(affinity="cosine", side="item", k=20, max_iter=20_000, random_state=0).fit(X)
+    >>> model.feature_names_
+    ['item_mean', 'item_std', 'item_min', 'item_max', 'item_len', 'item_sum', 'item_b']
+    >>> model.transform([0, 1]).shape  # (users, items, features)
+    (2, 100, 7)
     """
 
     _INITS = ("sum", "zeros")

@@ -315,7 +315,14 @@ def _batch_kernel(
 # Python side
 # ------------------------------------------------------------------------------------------
 def feature_names(side: str) -> list[str]:
-    """Names of the features of ``side`` in order, for example ``["item_mean", ..., "item_b"]``."""
+    """Names of the features of ``side`` in order, for example ``["item_mean", ..., "item_b"]``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.febr import feature_names
+    >>> feature_names("item")
+    ['item_mean', 'item_std', 'item_min', 'item_max', 'item_len', 'item_sum', 'item_b']
+    """
     _check_side(side)
     sides = ("item", "user") if side == "both" else (side,)
     return [f"{s}_{a}" for s in sides for a in AGGREGATORS]
@@ -350,6 +357,15 @@ def build_affinities(X, affinity, side, k, affinity_params=None, num_threads=0):
         Neighbourhood size.
     affinity_params : dict, optional
         Keyword arguments of the builder (e.g. ``{"l1": 0.1, "l2": 1.0}`` for SLIM).
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.febr import build_affinities
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> item, user = build_affinities(X, "cosine", side="item", k=20)
+    >>> item.matrix.shape, user is None
+    ((100, 100), True)
     """
     _check_side(side)
     wanted = ("item", "user") if side == "both" else (side,)
@@ -411,6 +427,18 @@ class FeatureExtractor:
     feature_names : list of str
     state : tuple
         Arrays read by :func:`pair_features` (and by models' numba scoring functions).
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.febr import FeatureExtractor, build_affinities
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> item, _ = build_affinities(X, "cosine", side="item", k=20)
+    >>> extractor = FeatureExtractor(X, k=20, item_affinity=item)
+    >>> extractor.side, extractor.n_features
+    ('item', 7)
+    >>> extractor.transform([0, 1]).shape  # every item of users 0 and 1
+    (2, 100, 7)
     """
 
     def __init__(self, X, k, item_affinity=None, user_affinity=None, num_threads=0):

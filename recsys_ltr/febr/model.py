@@ -125,6 +125,22 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
     place (the head above all: ``FEBR()`` test ADG .2227 against .2240 on movielens-1m-implicit).  Scoring all items of a user costs the bases' own scoring plus
     ``O(n_bases n)``.  The model is item-based when all its bases are, and passes
     ``recalculate_user`` to them.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.febr import FEBR
+    >>> from recsys_ltr.models import ItemKNN, RP3beta
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = FEBR(bases=[ItemKNN(k=20), RP3beta(k=20)], candidates=30, max_iter=20_000, random_state=0).fit(X)
+    >>> model.base_names_, len(model.feature_names_)
+    (['ItemKNN', 'RP3beta'], 9)
+    >>> ids, scores = model.recommend(0, N=3)
+    >>> ids.shape
+    (3,)
+
+    ``FEBR()`` alone stacks the default bases (:data:`recsys_ltr.febr.bases.AUTO_BASES`), each with a
+    small grid searched on the training labels.
     """
 
     _INITS = ("best", "zeros")

@@ -32,6 +32,13 @@ def check_query_data(X, y, qid) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
     X : float64 (n, d)
     y : float64 (n,) or None
     offsets : int64 (n_queries + 1,)  query ``j`` owns rows ``offsets[j]:offsets[j + 1]``
+
+    Examples
+    --------
+    >>> from recsys_ltr.ltr import check_query_data
+    >>> X, y, offsets = check_query_data([[0.1], [0.4], [0.3]], [1, 0, 2], qid=[7, 7, 9])
+    >>> offsets  # query 7 owns rows 0:2, query 9 row 2
+    array([0, 2, 3])
     """
     X = check_dense(X, "X")
     if np.shape(qid) != (X.shape[0],):

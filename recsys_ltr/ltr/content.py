@@ -67,6 +67,15 @@ def pair_vectors(U, queries, candidates, pair="absdiff") -> np.ndarray:
 
     ``"absdiff"``: ``|u_q - u_c|``; ``"product"``: ``u_q * u_c``; ``"both"``: the two side by side
     (``2 d`` columns).  Each is symmetric: swapping query and candidate gives the same row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.content import pair_vectors
+    >>> U = np.array([[1.0, 0.0], [0.5, 2.0], [0.0, 1.0]])  # item vectors
+    >>> pair_vectors(U, queries=[0, 0], candidates=[1, 2])
+    array([[0.5, 2. ],
+           [1. , 1. ]])
     """
     if pair not in PAIRS:
         raise ValueError(f"pair must be one of {PAIRS}, got {pair!r}")
@@ -137,6 +146,17 @@ class LGMMLAffinity(Persistable, BaseEstimator):
     n_items_, n_features_in_ : int
 
     ``save(path)`` / ``LGMMLAffinity.load(path)`` persist a fitted model (``.npz`` + JSON header).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.ltr import LGMML, LGMMLAffinity
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> F = np.random.default_rng(0).random((100, 12))  # item content
+    >>> model = LGMMLAffinity(k=10, n_candidates=30, n_components=8, lgmml=LGMML(n_metrics=5), random_state=0)
+    >>> model.fit(F, X).affinity_.matrix.shape  # usable by ContentItemKNN for cold items
+    (100, 100)
     """
 
     # F and X are data, not metadata to route: no set_fit_request
@@ -398,7 +418,18 @@ def _train(ranker, Fw, Uw, R, n_candidates, pair, distance_feature):
 def candidate_relevance(Xw, cand, frac) -> np.ndarray:
     """Relevance within each query's candidates: ``(m, c)`` 0/1 marking, per row ``q`` of ``cand``,
     the ``ceil(frac * c)`` candidates whose user columns in ``Xw`` (users x m) have the largest
-    positive cosine with ``q``'s (ties: candidate order; fewer if fewer cosines are positive)."""
+    positive cosine with ``q``'s (ties: candidate order; fewer if fewer cosines are positive).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.ltr.content import candidate_relevance
+    >>> Xw = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]]))  # users x 3 warm items
+    >>> candidate_relevance(Xw, cand=np.array([[1, 2], [0, 2]]), frac=0.5)  # items 0 and 1 co-occur
+    array([[1., 0.],
+           [1., 0.]])
+    """
     m, c = cand.shape
     V = normalize(sp.csc_matrix(Xw, dtype=np.float64).T.tocsr())
     q = np.repeat(np.arange(m), c)
@@ -422,6 +453,14 @@ def rerank_costs(cand, f, d2, k, content_weight) -> sp.csr_matrix:
     ``content_weight``, ``d2`` the squared content distance and ``s = median(-f) / median(d2)``
     over all the candidates (so both terms share L-GMML's scale; ``s = 1`` when a median is 0).
     ``cand``, ``f``, ``d2`` are ``(n, n_candidates)``; the stored values are the costs (``>= 0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.content import rerank_costs
+    >>> cand, f, d2 = np.array([[1, 2]]), np.array([[0.2, 0.9]]), np.array([[1.0, 1.0]])
+    >>> rerank_costs(cand, f, d2, k=2, content_weight=0.0).indices  # L-GMML's score alone decides
+    array([1, 2], dtype=int32)
     """
     n = cand.shape[0]
     content_weight = float(content_weight)  # a float32 weight made w * s a float32 product

@@ -31,7 +31,15 @@ _TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
 
 def standardize_per_query(scores, offsets):
     """Scores minus their query's mean, divided by the query's standard deviation (0 where a query's
-    scores are all equal); query ``j`` owns rows ``offsets[j]:offsets[j + 1]``."""
+    scores are all equal); query ``j`` owns rows ``offsets[j]:offsets[j + 1]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.ensemble import standardize_per_query
+    >>> standardize_per_query(np.array([1.0, 3.0, 5.0, 5.0]), offsets=np.array([0, 2, 4]))
+    array([-1.,  1.,  0.,  0.])
+    """
     sizes = np.diff(offsets)
     mean = np.add.reduceat(scores, offsets[:-1]) / sizes
     centred = scores - np.repeat(mean, sizes)
@@ -73,6 +81,18 @@ class LambdaMART(Persistable, QueryRanker):
     trees_ : recsys_ltr.ltr.trees.Trees
         The trained trees as arrays.
     n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, qid = rng.normal(size=(300, 5)), np.repeat(np.arange(30), 10)  # 30 queries of 10 documents
+    >>> y = np.digitize(X @ [1.0, 0.5, 0.0, 0.0, 0.0], [0.5, 1.5])  # graded labels 0, 1, 2
+    >>> from recsys_ltr.ltr import LambdaMART
+    >>> from recsys_ltr.query_metrics import ndcg_at_k
+    >>> model = LambdaMART(n_estimators=20, random_state=0).fit(X[:200], y[:200], qid[:200])  # needs lightgbm
+    >>> round(float(np.nanmean(ndcg_at_k(y[200:], model.predict(X[200:], qid[200:]), qid[200:], k=5))), 4)
+    0.9831
     """
 
     _state_attributes = _TREE_STATE
@@ -184,6 +204,17 @@ class RankBlend(Persistable, QueryRanker):
     estimators_ : list  the fitted members
     weights_ : ndarray (n_members,)  the weights used (summing to 1)
     eval_score_ : float or None  mean NDCG@k of the chosen weights on ``eval_set`` (not saved)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, qid = rng.normal(size=(300, 5)), np.repeat(np.arange(30), 10)  # 30 queries of 10 documents
+    >>> y = np.digitize(X @ [1.0, 0.5, 0.0, 0.0, 0.0], [0.5, 1.5])  # graded labels 0, 1, 2
+    >>> from recsys_ltr.ltr import ListMLE, ListNet, RankBlend
+    >>> blend = RankBlend([ListMLE(random_state=0), ListNet(random_state=0)], grid_steps=4)
+    >>> blend.fit(X[:200], y[:200], qid[:200], eval_set=(X[200:], y[200:], qid[200:])).weights_
+    array([0.75, 0.25])
     """
 
     _state_attributes = ("weights_",)

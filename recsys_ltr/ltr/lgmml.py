@@ -209,6 +209,18 @@ class LGMML(Persistable, QueryRanker):
         Counts of the Φ fit (samples, violators, negative draws); not saved.
 
     ``save(path)`` / ``LGMML.load(path)`` persist a fitted model (``.npz`` + JSON header).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, qid = rng.normal(size=(300, 5)), np.repeat(np.arange(30), 10)  # 30 queries of 10 documents
+    >>> y = np.digitize(-np.linalg.norm(X[:, :2] - 1.0, axis=1), [-1.5, -0.75])  # closer to (1, 1): better
+    >>> from recsys_ltr.ltr import LGMML
+    >>> from recsys_ltr.query_metrics import ndcg_at_k
+    >>> model = LGMML(n_metrics=5, random_state=0).fit(X[:200], y[:200], qid[:200])
+    >>> round(float(np.nanmean(ndcg_at_k(y[200:], model.predict(X[200:], qid[200:]), qid[200:], k=5))), 4)
+    0.9489
     """
 
     _renamed_params = {"n_epochs": "iterations"}  # names in files written before the package's names were unified

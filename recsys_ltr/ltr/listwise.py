@@ -283,7 +283,17 @@ def _penalties(est) -> str:
 # ----------------------------------------------------------------------------- feature scaling
 def query_level_norm(X, offsets):
     """LETOR's QueryLevelNorm: per query, each feature mapped to ``(x - min) / (max - min)``
-    (0 where the feature is constant in the query)."""
+    (0 where the feature is constant in the query).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.listwise import query_level_norm
+    >>> query_level_norm(np.array([[1.0, 5.0], [3.0, 5.0], [10.0, 0.0]]), offsets=np.array([0, 2, 3]))
+    array([[0., 0.],
+           [1., 0.],
+           [0., 0.]])
+    """
     starts = offsets[:-1]
     lo = np.repeat(np.minimum.reduceat(X, starts, axis=0), np.diff(offsets), axis=0)
     span = np.repeat(np.maximum.reduceat(X, starts, axis=0), np.diff(offsets), axis=0) - lo
@@ -434,6 +444,18 @@ _DOC = """{name} ({paper}): one linear scorer ``s = coef_ · x`` minimising the 
     n_features_in_ : int
 
     ``save(path)`` / ``{name}.load(path)`` persist a fitted model (``.npz`` + JSON header).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr import {name}
+    >>> from recsys_ltr.query_metrics import ndcg_at_k
+    >>> rng = np.random.default_rng(0)
+    >>> X, qid = rng.normal(size=(300, 5)), np.repeat(np.arange(30), 10)  # 30 queries of 10 documents
+    >>> y = np.digitize(X @ [1.0, 0.5, 0.0, 0.0, 0.0], [0.5, 1.5])  # graded labels 0, 1, 2
+    >>> model = {name}(random_state=0).fit(X[:200], y[:200], qid[:200])
+    >>> round(float(np.nanmean(ndcg_at_k(y[200:], model.predict(X[200:], qid[200:]), qid[200:], k=5))), 4)
+    {ndcg}
     """
 
 
@@ -459,6 +481,7 @@ class ListMLE(_SingleTask):
         what="Plackett-Luce negative log-likelihood of the label orderings",
         ties=" and of the tie-breaks between equal labels",
         extra=_TOP_K_DOC,
+        ndcg="1.0",
     )
 
     def __init__(
@@ -498,4 +521,5 @@ class ListNet(_SingleTask):
         what="cross-entropy of the top-one probabilities of scores and labels",
         ties="",
         extra="",
+        ndcg="0.9764",
     )

@@ -75,7 +75,16 @@ _METRICS = ("xing", "identity")
 # ----------------------------------------------------------------------------- step 1: metric
 def rank_pairs(offsets, kappa1, kappa2):
     """Eq. 2: index pairs ``(a, b)`` within each list (rows ``offsets[l]:offsets[l+1]`` in ranked
-    order) at most ``kappa1`` positions apart (``S_r``) and at least ``kappa2`` apart (``D_r``)."""
+    order) at most ``kappa1`` positions apart (``S_r``) and at least ``kappa2`` apart (``D_r``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.rpcmtl import rank_pairs
+    >>> similar, dissimilar = rank_pairs(np.array([0, 4]), kappa1=1, kappa2=3)  # one list of 4 ranked rows
+    >>> similar.tolist(), dissimilar.tolist()
+    ([[0, 1], [1, 2], [2, 3]], [[0, 3]])
+    """
     sizes = np.diff(offsets)
     starts = offsets[:-1]
     S, D = [], []
@@ -111,6 +120,16 @@ def xing_metric(A_S, Delta_D, max_iter=100, tol=1e-5):
     (n, d) the dissimilar pairs' differences.  Returns ``M`` (d, d).  See the module docstring.
     ``A_S`` gets a ridge ``1e-6 tr(A_S) / d``: without it a direction along which similar pairs
     never differ but dissimilar ones do would make the problem unbounded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.rpcmtl import xing_metric
+    >>> rng = np.random.default_rng(0)
+    >>> similar = rng.normal(size=(50, 2)) * [1.0, 0.1]  # similar pairs differ along the first axis
+    >>> M = xing_metric(similar.T @ similar, Delta_D=rng.normal(size=(50, 2)))
+    >>> bool(M[1, 1] > M[0, 0])  # the metric stretches the axis that separates dissimilar pairs
+    True
     """
     A_S = A_S + (1e-6 * max(np.trace(A_S), np.finfo(float).tiny) / A_S.shape[0]) * np.eye(A_S.shape[0])
     A_norm2 = float(np.sum(A_S * A_S))
@@ -229,6 +248,15 @@ def plocalsearch(Z, offsets, labels, n_clusters, max_iter=1000):
 
     Returns ``(labels, n_iter, cost)``: the final clusters (a new array), the iterations run and
     Ω_M (Eq. 4) before the first and after every iteration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.rpcmtl import plocalsearch
+    >>> Z = np.array([[0.0], [1.0], [0.0], [1.0], [1.0], [0.0], [1.0], [0.0]])  # 4 lists of 2 ranked rows
+    >>> labels, n_iter, cost = plocalsearch(Z, offsets=[0, 2, 4, 6, 8], labels=[0, 0, 1, 1, 0, 0, 1, 1], n_clusters=2)
+    >>> labels.tolist(), bool(cost[-1] <= cost[0])
+    ([0, 0, 1, 1, 0, 0, 1, 1], True)
     """
     labels = np.array(labels, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -273,7 +301,17 @@ def _ordinal_nll(params, X, t, n_classes, alpha):
 
 def fit_ordinal_logit(X, t, n_classes, alpha=1.0, max_iter=500):
     """Proportional-odds ordinal regression of ``t`` in ``{0..n_classes-1}`` (higher = better) on
-    ``X``; returns ``(v, θ)`` with ``P(t <= j | x) = σ(θ_j - v · x)``, ``θ`` increasing."""
+    ``X``; returns ``(v, θ)`` with ``P(t <= j | x) = σ(θ_j - v · x)``, ``θ`` increasing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.ltr.rpcmtl import fit_ordinal_logit
+    >>> X = np.linspace(-2, 2, 40)[:, None]
+    >>> v, theta = fit_ordinal_logit(X, t=np.digitize(X[:, 0], [-0.5, 0.5]), n_classes=3)
+    >>> bool(v[0] > 0), bool(theta[0] < theta[1])  # higher x: higher class
+    (True, True)
+    """
     d = X.shape[1]
     prior = np.cumsum(np.bincount(t, minlength=n_classes))[:-1] / t.size
     theta0 = np.log(np.clip(prior, 1e-6, 1 - 1e-6) / np.clip(1 - prior, 1e-6, 1))
@@ -330,6 +368,17 @@ class RPCMTL(LinearListwise):
     n_features_in_ : int
 
     ``save(path)`` / ``RPCMTL.load(path)`` persist a fitted model (``.npz`` + JSON header).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, qid = rng.normal(size=(300, 5)), np.repeat(np.arange(30), 10)  # 30 queries of 10 documents
+    >>> y = np.digitize(X @ [1.0, 0.5, 0.0, 0.0, 0.0], [0.5, 1.5])  # graded labels 0, 1, 2
+    >>> from recsys_ltr.ltr import RPCMTL
+    >>> model = RPCMTL(n_clusters=2, random_state=0).fit(X[:200], y[:200], qid[:200])
+    >>> model.predict_cluster(X[200:], qid[200:]).shape, model.predict(X[200:], qid[200:]).shape
+    ((100,), (100,))
     """
 
     _renamed_params = {

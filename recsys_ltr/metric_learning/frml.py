@@ -109,6 +109,14 @@ def label_relevance(y_query, y_database=None) -> sp.csr_matrix:
 
     ``y_database=None`` uses ``y_query`` for both and leaves the diagonal out (a point is not its
     own relevant result).
+
+    Examples
+    --------
+    >>> from recsys_ltr.metric_learning.frml import label_relevance
+    >>> label_relevance([0, 0, 1]).toarray()
+    array([[0., 1., 0.],
+           [1., 0., 0.],
+           [0., 0., 0.]])
     """
     same = y_database is None
     y_query = _check_labels(y_query, "y")
@@ -212,6 +220,21 @@ class FRML(MahalanobisMixin, BaseEstimator):
         The step size at the end of the fit (``learning_rate`` halved at each backtracking).
     fit_time_ : float
         Seconds spent in ``fit``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from recsys_ltr.metric_learning import FRML
+    >>> from recsys_ltr.metric_learning.frml import label_relevance
+    >>> from recsys_ltr.metrics import retrieval_metrics
+    >>> X, y = make_blobs(n_samples=200, n_features=10, centers=4, random_state=0)
+    >>> frml = FRML(n_components=3, max_iter=200, random_state=0).fit(X, y)
+    >>> Z = frml.transform(X)  # x -> L x: Euclidean distances there are the learnt metric's
+    >>> Z.shape
+    (200, 3)
+    >>> quality = retrieval_metrics(Z, Z, label_relevance(y), exclude_self=True)
+    >>> round(quality["MAP"], 2)
+    1.0
     """
 
     _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified

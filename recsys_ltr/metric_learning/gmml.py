@@ -52,6 +52,14 @@ def within_scatter(P: np.ndarray) -> np.ndarray:
     Algorithm 1's matrix ``S`` in closed form ``2 n sum_i (p_i - c)(p_i - c)^T`` with ``c`` the
     mean row: centring first keeps it accurate for data far from the origin (the shortcut
     ``2 n P^T P - 2 s s^T`` cancels catastrophically there).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.metric_learning.gmml import within_scatter
+    >>> within_scatter(np.array([[0.0, 0.0], [1.0, 2.0]]))
+    array([[2., 4.],
+           [4., 8.]])
     """
     C = P - P.mean(axis=0)
     return 2.0 * P.shape[0] * (C.T @ C)
@@ -62,6 +70,14 @@ def cross_scatter(P: np.ndarray, N: np.ndarray) -> np.ndarray:
 
     Both sets are first shifted by the mean of ``P ∪ N`` (the sum is shift-invariant), which
     avoids the cancellation of the closed form on uncentred data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.metric_learning.gmml import cross_scatter
+    >>> cross_scatter(np.array([[0.0, 0.0]]), np.array([[1.0, 2.0], [1.0, 0.0]]))
+    array([[2., 2.],
+           [2., 4.]])
     """
     shift = (P.sum(axis=0) + N.sum(axis=0)) / (P.shape[0] + N.shape[0])
     P, N = P - shift, N - shift
@@ -98,6 +114,15 @@ def gmml_components(S: np.ndarray, D: np.ndarray, t: float = 0.5) -> np.ndarray:
 
     ``S`` and ``D`` must be symmetric positive semi-definite ``d x d`` matrices (add ``λI`` first
     to make them definite).  See the module docstring for the numerics.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.metric_learning.gmml import gmml_components
+    >>> L = gmml_components(np.diag([4.0, 1.0]), np.diag([1.0, 4.0]))
+    >>> np.round(L.T @ L, 6)  # S^-1 # D: the geometric mean of diag(1/4, 1) and diag(1, 4)
+    array([[0.5, 0. ],
+           [0. , 2. ]])
     """
     ws, Vs = _eigh(S, "S")
     wd, Vd = _eigh(D, "D")
@@ -143,6 +168,17 @@ class GMML(MahalanobisMixin, BaseEstimator):
         ``L`` with ``M = L^T L``; :meth:`transform` maps ``x -> L x``.
     metric_ : ndarray (d, d)
         The symmetric positive definite Mahalanobis matrix ``M``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from recsys_ltr.metric_learning import GMML
+    >>> X, y = make_blobs(n_samples=200, n_features=5, centers=3, random_state=0)
+    >>> gmml = GMML(regularization=1.0, random_state=0).fit(X, y)
+    >>> gmml.components_.shape, gmml.transform(X[:2]).shape
+    ((5, 5), (2, 5))
+    >>> gmml.pair_distance([[X[0], X[1]]]).shape
+    (1,)
     """
 
     def __init__(

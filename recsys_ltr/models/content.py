@@ -39,6 +39,19 @@ class ContentItemKNN(ItemKNN):
     ----------
     item_affinity_ : Affinity
         The affinity used (the given one, not copied).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.models import ContentItemKNN
+    >>> from recsys_ltr.neighbors import ContentAffinity
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> F = np.random.default_rng(0).random((100, 8))  # item content, e.g. tf-idf tags
+    >>> model = ContentItemKNN(affinity=ContentAffinity(k=20).fit(F), k=20).fit(X)
+    >>> ids, scores = model.recommend(0, N=3)
+    >>> ids.shape
+    (3,)
     """
 
     _affinity_kind = None  # any kind: content affinities are "custom", a given Affinity may be any

@@ -58,6 +58,20 @@ class GFCF(Recommender):
     Scores depend only on the user's row (``item_based``): new users are scored from ``user_items``
     (``recalculate_user=True``) without refitting.  ``similar_items(i)`` ranks row ``i`` of the filter
     ``P + alpha D_I^{-1/2} V_k^T V_k D_I^{1/2}``.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.models import GFCF
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = GFCF(factors=16, alpha=0.3, random_state=0).fit(X)
+    >>> model.components_.shape
+    (16, 100)
+    >>> new_user = sp.csr_matrix(X[:1])  # scored from its row: no refit
+    >>> ids, scores = model.recommend(X.shape[0], new_user, N=3, recalculate_user=True)
+    >>> ids.shape
+    (3,)
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)

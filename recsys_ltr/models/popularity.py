@@ -23,6 +23,16 @@ class Popularity(Recommender):
         Unused (nothing to fit); kept for a uniform API.
 
     ``similar_users`` ranks users by the cosine of their training rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.models import Popularity
+    >>> X = sp.csr_matrix(np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 0]]))
+    >>> model = Popularity().fit(X)
+    >>> model.recommend(0, N=2)  # item 0 and 1 are user 0's already
+    (array([2, 3]), array([2., 0.]))
     """
 
     def __init__(self, num_threads=0, show_progress=None):

@@ -46,6 +46,19 @@ class RP3beta(PrefixK, Recommender):
         ``S`` before normalisation, row ``i`` its at most ``k`` targets, largest first.
     W_ : scipy.sparse.csr_matrix, shape (n_items, n_items)
         The l1-normalised rows: ``score = X W_``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.models import RP3beta
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = RP3beta(k=20, alpha=1.0, beta=0.5).fit(X)
+    >>> model.W_.shape, int(model.W_.getnnz(axis=1).max())
+    ((100, 100), 20)
+    >>> ids, scores = model.recommend([0, 1], N=3)  # a batch of users: one row each
+    >>> ids.shape
+    (2, 3)
+    >>> smaller = model.with_k(10)  # the model of k=10, no new similarities
     """
 
     _model_state = ("similarity_",)

@@ -40,6 +40,20 @@ class SLIM(Recommender):
     ----------
     item_affinity_ : Affinity
         ``A = W^T``; fsSLIM rows in cosine-neighbour order.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.models import SLIM
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = SLIM(l1=1.0, l2=1.0).fit(X)
+    >>> W = model.item_affinity_.matrix.T  # sparse, non-negative, zero diagonal
+    >>> W.shape, bool(W.diagonal().max() == 0), bool(W.data.min() >= 0)
+    ((100, 100), True, True)
+    >>> ids, scores = model.recommend(0, N=3)
+    >>> ids.shape
+    (3,)
+    >>> fs = SLIM(k=20).fit(X)  # fsSLIM: regressors among each item's 20 cosine neighbours
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)

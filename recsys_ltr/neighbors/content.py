@@ -70,6 +70,15 @@ class ContentAffinity(BaseEstimator):
     bandwidth_ : float
         The ``sigma^2`` used.
     n_items_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.neighbors import ContentAffinity
+    >>> F = np.array([[1.0, 0.0], [1.1, 0.0], [5.0, 5.0], [5.0, 5.1]])  # item content
+    >>> A = ContentAffinity(k=1).fit(F).affinity_
+    >>> A.matrix.indices.tolist()  # each item's nearest other item
+    [1, 0, 3, 2]
     """
 
     # F is the content itself, not metadata to route: no set_fit_request / set_transform_request
@@ -184,6 +193,17 @@ def top_fraction(S, frac, exclude_self):
     vectors, row ``q`` marks the ``5%`` (``frac=0.05``) nearest items of ``q``.  ``exclude_self``
     (``S`` square, rows = columns) leaves the diagonal out and counts ``width - 1`` columns.  Ties
     go to the smaller column id.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.neighbors import top_fraction
+    >>> S = np.array([[1.0, 0.9, 0.1, 0.2], [0.9, 1.0, 0.3, 0.8], [0.1, 0.3, 1.0, 0.4], [0.2, 0.8, 0.4, 1.0]])
+    >>> top_fraction(S, frac=0.5, exclude_self=True).toarray()  # ceil(0.5 * 3) = 2 per row
+    array([[0., 1., 0., 1.],
+           [1., 0., 0., 1.],
+           [0., 1., 0., 1.],
+           [0., 1., 1., 0.]])
     """
     return _top_fraction(lambda rows: S[rows], S.shape[0], S.shape[1], frac, exclude_self)
 
@@ -217,6 +237,15 @@ def coconsumption_relevance(X, frac=0.05, items=None):
     -------
     csr_matrix (m, m)
         Ones at the relevant pairs, rows and columns in the order of ``items``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.neighbors import coconsumption_relevance
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> R = coconsumption_relevance(X, frac=0.05)  # ceil(0.05 * 99) = 5 relevant items per item
+    >>> R.shape, set(R.getnnz(axis=1).tolist())
+    ((100, 100), {5})
     """
     X = check_sparse(X, "X", allow_empty=True)
     items = np.arange(X.shape[1]) if items is None else np.asarray(items, dtype=np.int64)
@@ -244,6 +273,17 @@ def blend_affinity(A, B, weight, k=None) -> Affinity:
         Weight of ``B``.
     k : int, optional
         ``k_max`` of the result, ``1 <= k < n``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.neighbors import ContentAffinity, blend_affinity
+    >>> rng = np.random.default_rng(0)
+    >>> tags, text = rng.random((50, 4)), rng.random((50, 6))  # two contents of 50 items
+    >>> A, B = (ContentAffinity(k=10).fit(F).affinity_ for F in (tags, text))
+    >>> blended = blend_affinity(A, B, weight=0.3)
+    >>> blended.matrix.shape, blended.k_max
+    ((50, 50), 10)
     """
     if not isinstance(A, Affinity) or not isinstance(B, Affinity):
         raise TypeError(f"A and B must be Affinity objects, got {type(A).__name__} and {type(B).__name__}")

@@ -78,6 +78,15 @@ def rp3beta_similarity(
     scipy.sparse.csr_matrix, shape (n_items, n_items)
         Row ``i`` lists its at most ``k`` targets ``j != i`` with ``S_ij > 0``, largest first (ties:
         smaller id), values ``S_ij`` before normalisation.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.neighbors import rp3beta_similarity
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> S = rp3beta_similarity(X, k=20, alpha=1.0, beta=0.5)
+    >>> S.shape, int(S.getnnz(axis=1).max())
+    ((100, 100), 20)
     """
     X, block_size = check_feedback(X), check_block_size(block_size)
     k = check_k(k, X.shape[1], "items")
@@ -111,6 +120,15 @@ def rp3beta_weights(S, k=None) -> sp.csr_matrix:
 
     ``S`` is a row-ordered similarity from :func:`rp3beta_similarity` built for ``k`` or more;
     rows keep their order (largest first) and an empty row stays empty.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.neighbors import rp3beta_similarity, rp3beta_weights
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> W = rp3beta_weights(rp3beta_similarity(X, k=20), k=10)  # the first 10 of each row, summing to 1
+    >>> int(W.getnnz(axis=1).max()), round(float(W.sum(axis=1).max()), 6)
+    (10, 1.0)
     """
     W = (S if k is None else truncate_rows(S, k)).astype(np.float64, copy=True)
     rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))

@@ -91,6 +91,15 @@ def slim_weights(
     W : scipy.sparse.csr_matrix, shape (n_items, n_items)
         float64 weights with zero diagonal; column ``i`` predicts item ``i``, so the scores
         are ``X @ W``.  Exact zeros are not stored.
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.neighbors.slim import slim_weights
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, random_state=0).matrix
+    >>> W = slim_weights(X, l1=1.0, l2=1.0)  # column i regresses item i on the others
+    >>> W.shape, bool(W.diagonal().max() == 0), bool(W.data.min() > 0)
+    ((100, 100), True, True)
     """
     X = check_feedback(X)
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)

@@ -73,6 +73,14 @@ def warp_estimator(L, n_irr: int) -> np.ndarray:
         The target loss ``L(0..)``, e.g. from :func:`nml_loss`.
     n_irr : int
         Number of irrelevant items ``N_irr``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.warp import nml_loss, warp_estimator
+    >>> L = nml_loss("uniform", 4)  # L(r) = r / 4
+    >>> warp_estimator(L, n_irr=4)  # a violator after n_s draws: rank about 4 / n_s
+    array([1.  , 0.5 , 0.25, 0.25])
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     L = _check_curve(L, n_irr + 1, "L")
@@ -80,7 +88,15 @@ def warp_estimator(L, n_irr: int) -> np.ndarray:
 
 
 def truncate_estimator(estimator, beta: int) -> np.ndarray:
-    """β-truncation (Definition 3.5): a copy of ``estimator`` with ``L̂(i) = 0`` for ``i > beta``."""
+    """β-truncation (Definition 3.5): a copy of ``estimator`` with ``L̂(i) = 0`` for ``i > beta``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.warp import truncate_estimator
+    >>> truncate_estimator(np.array([1.0, 0.5, 0.25, 0.25]), beta=2)
+    array([1. , 0.5, 0. , 0. ])
+    """
     est = _check_curve(estimator, 1, "estimator")
     beta = _check_beta(beta, est.size)
     out = est.copy()
@@ -93,6 +109,12 @@ def rank_gamma_estimator(L, gamma: int, n_irr: int) -> np.ndarray:
 
     ``L^γ(r) = L(r)`` if ``r >= γ`` else 0.  Theorem 3.8: equals ``truncate_estimator(
     warp_estimator(L, n_irr), n_irr // gamma)``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.warp import nml_loss, rank_gamma_estimator
+    >>> rank_gamma_estimator(nml_loss("uniform", 4), gamma=2, n_irr=4)  # ranks below 2 cost nothing
+    array([1. , 0.5, 0. , 0. ])
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     gamma = check_positive_int(gamma, "gamma", maximum=n_irr)
@@ -105,6 +127,13 @@ def ns_distribution(n_v: int, beta: int, n_irr: int) -> np.ndarray:
     """``P(G_{n_v,β} = i)`` for ``i = 1..β+1`` (Definition 3.5-3.6), as an array indexed by ``i - 1``.
 
     The last entry is the probability that no violator is found in β draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.warp import ns_distribution
+    >>> np.round(ns_distribution(n_v=1, beta=2, n_irr=4), 4)  # found at draw 1, 2, or not at all
+    array([0.25  , 0.1875, 0.5625])
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     beta = _check_beta(beta, n_irr)
@@ -130,6 +159,14 @@ def expected_truncated_loss(estimator, beta: int, n_irr: int) -> np.ndarray:
 
     Evaluated by Horner's scheme on ``q = 1 - p``, ``p * sum_i L̂(i) q^(i-1)``: O(n_irr) memory
     and O(n_irr * beta) time (no (n_irr + 1) x beta design).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.warp import expected_truncated_loss, nml_loss, warp_estimator
+    >>> estimator = warp_estimator(nml_loss("uniform", 4), 4)
+    >>> np.round(expected_truncated_loss(estimator, beta=4, n_irr=4), 4)  # biased up: L(n_v) = n_v / 4
+    array([0.    , 0.4053, 0.6719, 0.8584, 1.    ])
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     beta = _check_beta(beta, n_irr)
@@ -155,6 +192,14 @@ def opt_est(L, beta: int, n_irr: int) -> np.ndarray:
     ------
     ValueError
         When ``n_irr * beta > OPT_EST_MAX_ENTRIES`` (use a smaller ``beta``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.warp import nml_loss, opt_est
+    >>> theta = opt_est(nml_loss("reciprocal", 100), beta=5, n_irr=100)
+    >>> theta.shape, bool(np.all(np.diff(theta) <= 0))  # non-increasing
+    ((5,), True)
     """
     n_irr = check_positive_int(n_irr, "n_irr")
     beta = _check_beta(beta, n_irr)

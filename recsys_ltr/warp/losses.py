@@ -24,6 +24,7 @@ from recsys_ltr._validation import check_bool, check_positive_int
 
 __all__ = ["NML_KINDS", "nml_loss"]
 
+#: The NML functions :func:`nml_loss` builds (module docstring).
 NML_KINDS = ("reciprocal", "pak", "uniform", "adg", "lgmml")
 
 
