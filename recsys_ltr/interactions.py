@@ -761,6 +761,16 @@ def check_timestamps(values, n: int, name: str = "timestamps", what: str = "stor
     datetimes are converted to UTC; an object array of numbers or of datetimes is converted
     likewise.  Strings, booleans and complex numbers are a ``TypeError`` (parse date strings with
     ``pandas.to_datetime`` first); a length other than ``n`` is a ``ValueError``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recsys_ltr.interactions import check_timestamps
+    >>> check_timestamps([3, 1, 2], 3)
+    array([3, 1, 2])
+    >>> times = pd.Series(pd.to_datetime(["2024-01-01 10:00", "2024-01-02 00:00"])).dt.tz_localize("Europe/Paris")
+    >>> [str(pd.Timestamp(t)) for t in check_timestamps(times, 2)]  # time-zone-aware: in UTC
+    ['2024-01-01 09:00:00', '2024-01-01 23:00:00']
     """
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.DatetimeTZDtype):
         values = values.dt.tz_convert("UTC").dt.tz_localize(None)

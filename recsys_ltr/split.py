@@ -257,7 +257,15 @@ def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
 
 def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
     """Per-user ``(n_test, n_val)`` of :func:`holdout` (module docstring) from the numbers of
-    positives ``n`` and eligible positives ``m``."""
+    positives ``n`` and eligible positives ``m``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> n_test, n_val = split.split_counts([1, 2, 3, 10, 10], [1, 2, 3, 10, 4], val=0.1, test=0.2)
+    >>> n_test.tolist(), n_val.tolist()  # a user keeps one training positive; r(x) rounds half up
+    ([0, 0, 1, 2, 1], [0, 0, 0, 1, 0])
+    """
     n = np.asarray(n, dtype=np.int64)
     m = np.asarray(m, dtype=np.int64)
     n_test = np.minimum(np.floor(test * m + 0.5).astype(np.int64), np.maximum(n - 1, 0))
@@ -293,7 +301,16 @@ def eligible_positives(X: sp.csr_matrix, exclude_top) -> np.ndarray:
 
 def top_items(X: sp.csr_matrix, n: int) -> np.ndarray:
     """The ``n`` items of a canonical ``X`` with the most positives (ties: the lower id first): the
-    items the novelty protocol never holds out."""
+    items the novelty protocol never holds out.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr import split
+    >>> X = sp.csr_matrix([[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]])
+    >>> split.top_items(X, 3)  # items 1 and 3 have two positives, then 0 before 2 (ties: lower id)
+    array([1, 3, 0])
+    """
     pop = np.bincount(X.indices, minlength=X.shape[1])
     return np.argsort(-pop, kind="stable")[:n]
 
@@ -322,7 +339,19 @@ def _subset(X, rows, mask) -> sp.csr_matrix:
 def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
     """At most ``size`` of the users with interactions in ``X`` (canonical CSR) and not in ``exclude``,
     sorted: evenly spaced (a fixed sample, for statistics) without ``rng``, a uniform random sample
-    with it; all of them when ``size`` is ``None`` or not smaller."""
+    with it; all of them when ``size`` is ``None`` or not smaller.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr import split
+    >>> X = sp.csr_matrix(np.eye(10))
+    >>> split.sample_users(X, 4)  # evenly spaced
+    array([0, 3, 6, 9])
+    >>> len(split.sample_users(X, 4, rng=np.random.default_rng(0), exclude=[0, 1]))
+    4
+    """
     users = np.flatnonzero(np.diff(X.indptr) > 0)
     if exclude is not None:
         users = np.setdiff1d(users, exclude)

@@ -235,3 +235,14 @@ def test_interactions_recommend_scores_weighted_item_models_from_the_rows_given(
         data.recommend(model, users, N=3)
     with pytest.raises(ValueError, match="user_items must have this data's shape"):
         data.recommend(model, users, N=3, user_items=data.weighted_matrix[:5])
+
+
+def test_a_knn_index_reads_its_values_only_when_weighted():
+    from recsys_ltr.neighbors import KnnIndex, knn_index
+
+    binary_index = knn_index(counts(10))  # binarised by the public function
+    assert not binary_index.weighted and set(binary_index.data) == {1.0}
+    weighted = KnnIndex(np.array([0, 2, 3]), np.array([0, 1, 1]), np.ones(2), np.ones(2), 2, 2, data=[2.0, 3.0, 1.0])
+    assert weighted.weighted and weighted.data.tolist() == [2.0, 3.0, 1.0]
+    with pytest.raises(ValueError, match="negative"):
+        KnnIndex(np.array([0, 1]), np.array([0]), np.ones(1), np.ones(1), 1, 1, data=[-1.0])

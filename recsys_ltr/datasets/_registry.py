@@ -71,7 +71,15 @@ def list_datasets() -> list[str]:
 
 
 def dataset_info(name: str) -> dict:
-    """The registry entry of ``name`` (a copy): publisher, homepage, license, files, ..."""
+    """The registry entry of ``name`` (a copy): publisher, homepage, license, files, ...
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> info = datasets.dataset_info("movielens-100k")
+    >>> info["required"], info["publisher"]
+    (['u.data', 'u.item', 'u.genre'], 'GroupLens Research, University of Minnesota')
+    """
     reg = _registry()
     if name not in reg:
         raise ValueError(f"unknown data set {name!r}; registered: {', '.join(sorted(reg))}")
@@ -79,13 +87,30 @@ def dataset_info(name: str) -> dict:
 
 
 def cache_dir() -> Path:
-    """The download cache, ``~/.cache/recsys_ltr``."""
+    """The download cache, ``~/.cache/recsys_ltr``.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> datasets.cache_dir().name
+    'recsys_ltr'
+    """
     return Path.home() / ".cache" / "recsys_ltr"
 
 
 def resolve_data_dir(data_dir=None) -> Path:
     """The data directory: argument, else ``$RECSYS_LTR_DATA``, else ``./../shared/datasets``
-    when it exists, else the download cache."""
+    when it exists, else the download cache.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from recsys_ltr import datasets
+    >>> folder = tempfile.mkdtemp()
+    >>> datasets.resolve_data_dir(folder) == Path(folder)  # an argument comes first
+    True
+    """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get(ENV_VAR)
@@ -97,7 +122,17 @@ def resolve_data_dir(data_dir=None) -> Path:
 
 def search_dirs(data_dir=None) -> list[Path]:
     """The directories searched for a set's ``<name>/`` folder: :func:`resolve_data_dir`, then
-    (unless ``data_dir`` is given) the download cache."""
+    (unless ``data_dir`` is given) the download cache.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from recsys_ltr import datasets
+    >>> folder = tempfile.mkdtemp()
+    >>> datasets.search_dirs(folder) == [Path(folder)]  # a given directory only, no cache
+    True
+    """
     dirs = [resolve_data_dir(data_dir)]
     if data_dir is None and cache_dir() not in dirs:
         dirs.append(cache_dir())
@@ -113,7 +148,15 @@ def _find(name: str, filename: str, data_dir) -> Path | None:
 
 
 def missing_files(name: str, data_dir=None) -> list[str]:
-    """The files ``name`` needs to load that are absent from every searched directory."""
+    """The files ``name`` needs to load that are absent from every searched directory.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from recsys_ltr import datasets
+    >>> datasets.missing_files("movielens-100k", data_dir=tempfile.mkdtemp())  # an empty directory
+    ['u.data', 'u.item', 'u.genre']
+    """
     return [f for f in dataset_info(name)["required"] if _find(name, f, data_dir) is None]
 
 
@@ -142,6 +185,13 @@ def dataset_path(name: str, filename: str, data_dir=None, verify: bool = True) -
         The file is absent; the message says what to download, from whom, and where to put it.
     ChecksumError
         The file's content differs from the registered one.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> path = datasets.dataset_path("movielens-100k", "u.data")  # doctest: +SKIP
+    >>> path.name  # doctest: +SKIP
+    'u.data'
     """
     info = dataset_info(name)
     check_bool(verify, "verify")
@@ -252,6 +302,13 @@ def download(name: str, data_dir=None, verify: bool = True, show_progress=None) 
     OSError
         A required file could not be fetched from any source (offline, HTTP error, checksum
         mismatch, archive without it): the message lists each source's failure.
+
+    Examples
+    --------
+    >>> from recsys_ltr import datasets
+    >>> folder = datasets.download("movielens-100k")  # doctest: +SKIP
+    >>> datasets.missing_files("movielens-100k")  # doctest: +SKIP
+    []
     """
     info = dataset_info(name)
     if not info["sources"]:

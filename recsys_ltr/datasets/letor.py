@@ -99,6 +99,12 @@ def load_letor(name: str = "letor-mq2008", fold: int = 1, data_dir=None, verify:
         ``{"train": ..., "vali": ..., "test": ...}`` for MQ2008, ``{"train": ..., "test": ...}``
         for the LightGBM sample; each value is ``(X, y, qid)`` with ``X`` dense float64,
         ``y`` int64 labels and ``qid`` int64 query ids (a query's rows are contiguous).
+
+    Examples
+    --------
+    >>> from recsys_ltr.datasets import load_letor
+    >>> parts = load_letor("letor-mq2008", fold=1)  # doctest: +SKIP
+    >>> X, y, qid = parts["train"]  # doctest: +SKIP
     """
     if isinstance(fold, bool) or not isinstance(fold, (int, np.integer)):
         raise TypeError(f"fold must be an integer, got {fold!r}")

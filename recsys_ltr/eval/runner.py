@@ -275,6 +275,17 @@ def tune(
     model : fitted estimator
     trials : list of dict
         Every setting tried (see :class:`FoldResult`).
+
+    Examples
+    --------
+    >>> from recsys_ltr import split
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.eval.runner import tune
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> train, val, test = split.holdout(X, val=0.1, test=0.2, random_state=0)
+    >>> params, model, trials = tune("item-p", train, val, budget="quick")  # the CLI's item-p row
+    >>> params, [t["params"] for t in trials]
+    ({'k': 50}, [{'k': 20}, {'k': 50}])
     """
     method = get_method(method_name)
     fit = _fitter(method, train, val, random_state, num_threads, context)

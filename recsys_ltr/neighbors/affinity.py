@@ -73,6 +73,18 @@ class Affinity:
         One of :data:`KINDS` (for records and ``repr``).
     side : {"item", "user"}
         Whether rows/columns are items or users.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.neighbors import Affinity
+    >>> A = Affinity(sp.csr_matrix([[0.0, 0.5, 0.2], [0.5, 0.0, 0.0], [0.2, 0.0, 0.0]]), k_max=2)
+    >>> A
+    Affinity(kind='custom', side='item', n=3, k_max=2, nnz=4)
+    >>> A.truncate(1).toarray()  # each row's first (most similar) neighbour
+    array([[0. , 0.5, 0. ],
+           [0.5, 0. , 0. ],
+           [0.2, 0. , 0. ]])
     """
 
     def __init__(self, matrix, k_max, kind="custom", side="item"):
@@ -178,6 +190,26 @@ def cosine_affinity(
     With ``executor`` (:mod:`recsys_ltr.executors`), each task computes the neighbours of
     ``block_size`` rows against the whole matrix (:func:`~recsys_ltr.neighbors.knn_query`); the
     affinity is the same, bit for bit, on every executor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import cosine_affinity
+    >>> A = cosine_affinity(X, 2)  # item-item, the 2 nearest neighbours of each item
+    >>> A
+    Affinity(kind='cosine', side='item', n=4, k_max=2, nnz=8)
+    >>> A.matrix.toarray().round(3)
+    array([[0.   , 0.667, 0.333, 0.   ],
+           [0.667, 0.   , 0.667, 0.   ],
+           [0.   , 0.667, 0.   , 0.667],
+           [0.333, 0.   , 0.667, 0.   ]])
+    >>> A.truncate(1).toarray().round(3)  # KNN for k=1: the first entry of every row
+    array([[0.   , 0.667, 0.   , 0.   ],
+           [0.667, 0.   , 0.   , 0.   ],
+           [0.   , 0.667, 0.   , 0.   ],
+           [0.   , 0.   , 0.667, 0.   ]])
     """
     X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
     return cosine_affinity_trusted(X, k_max, side, num_threads, show_progress, executor, block_size)
@@ -191,6 +223,18 @@ def kunn_affinity(
     Both are cosines of binary vectors whose inner product weights every shared user (resp.
     item) ``f`` by ``1 / sqrt(c(f))``; ``KNN`` is taken under the affinity itself.
     ``executor`` and ``block_size`` as in :func:`cosine_affinity`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import kunn_affinity
+    >>> kunn_affinity(X, 2).matrix.toarray().round(3)
+    array([[0.   , 0.428, 0.   , 0.236],
+           [0.428, 0.   , 0.385, 0.   ],
+           [0.   , 0.385, 0.   , 0.428],
+           [0.236, 0.   , 0.428, 0.   ]])
     """
     X, block_size, show_progress = check_feedback(X), check_block_size(block_size), progress_enabled(show_progress)
     return kunn_affinity_trusted(X, k_max, side, num_threads, show_progress, executor, block_size)
@@ -256,6 +300,18 @@ def slim_affinity(X, k=None, *, l1=1.0, l2=1.0, max_iter=100, tol=1e-4, num_thre
     The penalties follow the SLIM library (``l1`` = lambda, ``l2`` = beta); see
     :func:`recsys_ltr.neighbors.slim.slim_weights` for the objective and its mapping to
     scikit-learn's ``ElasticNet(alpha=(l1 + l2) / n_users, l1_ratio=l1 / (l1 + l2))``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import slim_affinity
+    >>> slim_affinity(X, l1=0.1, l2=0.1).matrix.toarray().round(3)  # A = W^T, W_ii = 0
+    array([[0.   , 0.58 , 0.   , 0.103],
+           [0.464, 0.   , 0.463, 0.   ],
+           [0.   , 0.464, 0.   , 0.463],
+           [0.103, 0.   , 0.58 , 0.   ]])
     """
     X = check_feedback(X)
     l1, l2, max_iter, tol = check_slim_params(l1, l2, max_iter, tol)
@@ -302,6 +358,18 @@ def rp3beta_affinity(
         See :func:`recsys_ltr.neighbors.rp3beta.rp3beta_similarity`.
     num_threads, show_progress, executor, block_size :
         As in :func:`cosine_affinity` (the tasks share the similarity's rows, the source items).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import rp3beta_affinity
+    >>> rp3beta_affinity(X, 2).matrix.toarray().round(3)
+    array([[0.   , 0.556, 0.   , 0.375],
+           [0.625, 0.   , 0.444, 0.   ],
+           [0.   , 0.444, 0.   , 0.625],
+           [0.375, 0.   , 0.556, 0.   ]])
     """
     X, block_size = check_feedback(X), check_block_size(block_size)
     alpha, beta = check_rp3beta_params(alpha, beta)

@@ -81,6 +81,7 @@ def _knn_kernel(
     b_data,
     b_scale,
     weights,
+    weighted,
     n_base,
     out_ids,
     out_sims,
@@ -107,7 +108,8 @@ def _knn_kernel(
                     b = b_indices[pp]
                     touched[n_touched] = b  # branch-free: kept only on the first touch
                     n_touched += acc[b] == 0.0
-                    acc[b] += w * b_data[pp]  # > 0: checked weights are >= 1e-100 (check_weighted)
+                    # > 0: checked weights are >= 1e-100 (check_weighted); binary rows skip the load
+                    acc[b] += w * b_data[pp] if weighted else w
             m = ZERO
             for t in range(n_touched):
                 b = touched[t]
@@ -167,9 +169,20 @@ class KnnIndex:
         Feature weights ``w_f``.
     n_rows, n_features : int
         ``M.shape``.
+    weighted : bool
+        Whether ``data`` holds other values than ones (binary rows skip reading them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.neighbors import KnnIndex
+    >>> # 2 rows over 2 features: row 0 has feature 0, row 1 features 0 and 1 (M^T in CSR form)
+    >>> index = KnnIndex(np.array([0, 2, 3]), np.array([0, 1, 1]), np.array([1.0, 0.5 ** 0.5]), np.ones(2), 2, 2)
+    >>> index.indices
+    array([0, 1, 1], dtype=int32)
     """
 
-    __slots__ = ("data", "indices", "indptr", "n_features", "n_rows", "scale", "weights")
+    __slots__ = ("data", "indices", "indptr", "n_features", "n_rows", "scale", "weighted", "weights")
 
     def __init__(self, indptr, indices, scale, weights, n_rows, n_features, data=None):
         n_rows = check_positive_int(n_rows, "n_rows")
@@ -182,28 +195,23 @@ class KnnIndex:
         )  # fmt: skip
         scale = _finite_vector(scale, n_rows, "scale", positive=False)
         weights = _finite_vector(weights, n_features, "weights", positive=True)
-        for name, value in (
-            ("data", Mt.data),
-            ("indptr", Mt.indptr),
-            ("indices", Mt.indices),
-            ("scale", scale),
-            ("weights", weights),
-            ("n_rows", n_rows),
-            ("n_features", n_features),
-        ):
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-            object.__setattr__(self, name, value)
+        self._store(Mt.indptr, Mt.indices, scale, weights, n_rows, n_features, Mt.data)
 
     @classmethod
     def trusted(cls, indptr, indices, scale, weights, n_rows, n_features, data) -> KnnIndex:
         """An index of arrays this package built and checked (no validation pass), read-only."""
         self = cls.__new__(cls)
-        for name, value in zip(cls.__slots__, (data, indices, indptr, n_features, n_rows, scale, weights)):
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-            object.__setattr__(self, name, value)
+        self._store(indptr, indices, scale, weights, n_rows, n_features, data)
         return self
+
+    def _store(self, indptr, indices, scale, weights, n_rows, n_features, data):
+        values = {"indptr": indptr, "indices": indices, "scale": scale, "weights": weights, "data": data}
+        for name, value in values.items():
+            value.flags.writeable = False
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "n_rows", n_rows)
+        object.__setattr__(self, "n_features", n_features)
+        object.__setattr__(self, "weighted", bool(np.any(data != 1.0)))
 
     def __setattr__(self, name, value):
         raise AttributeError("a KnnIndex is read-only: build a new one with knn_index")
@@ -246,6 +254,18 @@ def knn_index(M, weights=None, scale=None) -> KnnIndex:
         Positive feature weights ``w_f`` (default ones: plain cosine); their sum must be finite.
     scale : ndarray of shape (n,), optional
         Factor ``s_b`` of every row, positive on non-empty rows (default ``1/||row||``: cosine).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import knn_index, knn_query
+    >>> index = knn_index(X.T)  # the items, compared over their users
+    >>> index.n_rows, index.n_features
+    (4, 5)
+    >>> knn_query(index, sp.csr_matrix([[1.0, 1, 0, 0, 0]]), 2).toarray().round(3)  # a new item's neighbours
+    array([[0.816, 0.816, 0.   , 0.   ]])
     """
     M = check_feedback(M, "M")
     scale = None if scale is None else check_scale(scale, M, "scale")
@@ -321,6 +341,17 @@ def knn_query(
     -------
     scipy.sparse.csr_matrix, shape (q, n)
         Row ``a`` lists ``KNN(a)`` most similar first (ties by id), values ``sim(a, b) > 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import knn_index, knn_query
+    >>> index = knn_index(X)  # built once
+    >>> knn_query(index, X[:2], 1, query_ids=[0, 1]).toarray().round(3)  # users 0 and 1, themselves excluded
+    array([[0.   , 0.816, 0.   , 0.   , 0.   ],
+           [0.816, 0.   , 0.   , 0.   , 0.   ]])
     """
     if not isinstance(index, KnnIndex):
         raise TypeError(f"index must be a KnnIndex from knn_index, got {type(index).__name__}")
@@ -429,6 +460,7 @@ def _knn_rows(inputs: _KnnInputs, block) -> sp.csr_matrix:
             index.data,
             index.scale,
             index.weights,
+            index.weighted,
             index.n_rows,
             out_ids,
             out_sims,
@@ -478,6 +510,19 @@ def weighted_cosine_knn(
     -------
     scipy.sparse.csr_matrix, shape (q, n)
         Row ``a`` lists ``KNN(a)`` most similar first (ties by id), values ``sim(a, b) > 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import weighted_cosine_knn
+    >>> # items compared over their users, user 4 counting twice
+    >>> weighted_cosine_knn(X.T, 1, weights=np.array([1, 1, 1, 1, 2.0])).toarray().round(3)
+    array([[0.   , 0.667, 0.   , 0.   ],
+           [0.667, 0.   , 0.   , 0.   ],
+           [0.   , 0.667, 0.   , 0.   ],
+           [0.667, 0.   , 0.   , 0.   ]])
     """
     M = check_feedback(M, "M")
     index = knn_index_trusted(M, check_weights(weights, M.shape[1]))
@@ -519,6 +564,16 @@ def cosine_knn(X, k, *, side="item", num_threads=0, show_progress=None):
 
     ``cos(i, j) = |users(i) & users(j)| / sqrt(c(i) c(j))``; returns the ``n x n`` CSR
     neighbourhood described in the module docstring (at most ``k`` entries a row).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import cosine_knn
+    >>> S = cosine_knn(X, 2)  # row i: KNN(i), most similar first
+    >>> S.indices.tolist(), S.data.round(3).tolist()
+    ([1, 2, 0, 2, 1, 3, 2, 0], [0.667, 0.333, 0.667, 0.667, 0.667, 0.667, 0.667, 0.333])
     """
     M = side_matrix(check_feedback(X), side)
     k = check_k(k, M.shape[0], f"{side}s")
@@ -539,6 +594,15 @@ def truncate_rows(S, k) -> sp.csr_matrix:
 
     On a neighbourhood built for ``k_max >= k`` this is ``ktrunc`` for size ``k``.  ``S`` must be
     a canonical-structure CSR (e.g. an :class:`~recsys_ltr.neighbors.Affinity`'s matrix).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1]], dtype=float)
+    >>> from recsys_ltr.neighbors import cosine_knn, truncate_rows
+    >>> truncate_rows(cosine_knn(X, 2), 1).indices  # the k=1 prefix of every row
+    array([1, 0, 1, 2], dtype=int32)
     """
     k = check_positive_int(k, "k")
     counts = np.diff(S.indptr)
@@ -569,6 +633,16 @@ def ktrunc(A, k, sim=None) -> sp.csr_matrix:
     scipy.sparse.csr_matrix
         Row ``i`` stores ``A_ij`` for every ``j in KNN(i)`` (zeros included), most similar
         first, so :func:`truncate_rows` of it gives ``ktrunc`` for any smaller ``k``.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from recsys_ltr.neighbors import ktrunc
+    >>> A = sp.csr_matrix([[0.0, 3, 1], [2, 0, 5], [1, 1, 0]])
+    >>> ktrunc(A, 1).toarray()  # each row's largest entry (ties: the lower id)
+    array([[0., 3., 0.],
+           [0., 0., 5.],
+           [1., 0., 0.]])
     """
     A = _square(A, "A")
     S = A if sim is None else _square(sim, "sim")

@@ -41,6 +41,16 @@ def nml_loss(kind: str, n: int, k: int | None = None, normalize: bool = True) ->
         Cut-off of ``"pak"`` (required there, rejected for the other kinds).
     normalize : bool
         Divide by ``L(n)`` so that the worst ranking costs 1 (Def. 3.2).
+
+    Examples
+    --------
+    >>> from recsys_ltr.warp import nml_loss
+    >>> nml_loss("uniform", 4)  # the AUC: linear in the rank
+    array([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    >>> nml_loss("pak", 4, k=2)  # precision at 2: saturates at rank 2
+    array([0. , 0.5, 1. , 1. , 1. ])
+    >>> nml_loss("reciprocal", 4).round(2)  # WARP's: the first ranks weigh most
+    array([0.  , 0.48, 0.72, 0.88, 1.  ])
     """
     if kind not in NML_KINDS:
         raise ValueError(f"kind must be one of {NML_KINDS}, got {kind!r}")

@@ -358,6 +358,19 @@ class WarpSampler:
     n_irr : int64 array, ``N_q`` per query (pool size in ``"count"`` mode).
     beta_q : int64 array, ``β_q`` per query.
     table : float64 array, the loss ``L`` or the estimator ``theta`` used for the weights.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.warp import DOT_ROWS, WarpSampler, dot_score, dot_update
+    >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
+    >>> rng = np.random.default_rng(0)
+    >>> U, V = 0.1 * rng.standard_normal((200, 8)), 0.1 * rng.standard_normal((100, 8))
+    >>> sampler = WarpSampler(X, beta=2, random_state=0, num_threads=1)
+    >>> stats = sampler.sgd((U, V), dot_score, dot_update, n_samples=X.nnz, learning_rate=0.05, rows=DOT_ROWS)
+    >>> stats.samples
+    965
     """
 
     def __init__(
