@@ -75,6 +75,7 @@ NO_EXAMPLES = {
     "recsys_ltr.eval.methods.Method",
 }
 
+
 def _modules() -> list[str]:
     return sorted(m.name for m in pkgutil.walk_packages(recsys_ltr.__path__, "recsys_ltr."))
 
