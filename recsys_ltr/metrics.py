@@ -467,6 +467,14 @@ def squared_distances(Zq, Zdb, db_norms):
     return np.maximum(D, 0.0, out=D)
 
 
+def _without_diagonal(R) -> sp.csr_matrix:
+    """The canonical square ``R`` without its diagonal entries (a query is not its own answer)."""
+    rows = np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))
+    keep = R.indices != rows
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[keep], minlength=R.shape[0])))).astype(INDEX_DTYPE)
+    return sp.csr_matrix((R.data[keep], R.indices[keep], indptr), shape=R.shape)
+
+
 def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dict:
     """Retrieval quality of an embedding: queries ``Zq`` rank the database ``Zdb`` by Euclidean
     distance (dissertation section 3.5).
@@ -480,7 +488,8 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     ks : tuple of int
         Cutoffs of P@k.
     exclude_self : bool
-        Queries are the database (``Zq is Zdb``): leave each query out of its own ranking.
+        Queries are the database (``Zq is Zdb``): leave each query out of its own ranking (its own
+        entry of ``relevance``, when stored, is ignored).
 
     Returns
     -------
@@ -503,8 +512,10 @@ def retrieval_metrics(Zq, Zdb, relevance, ks=(1, 10), exclude_self=False) -> dic
     R = check_feedback(relevance, "relevance", allow_empty=True)
     if R.shape != (Zq.shape[0], Zdb.shape[0]):
         raise ValueError(f"relevance must be {(Zq.shape[0], Zdb.shape[0])} (queries x database), got {R.shape}")
-    if check_bool(exclude_self, "exclude_self") and Zq.shape[0] != Zdb.shape[0]:
-        raise ValueError("exclude_self needs the queries to be the database")
+    if check_bool(exclude_self, "exclude_self"):
+        if Zq.shape[0] != Zdb.shape[0]:
+            raise ValueError("exclude_self needs the queries to be the database")
+        R = _without_diagonal(R)
     n_db = Zdb.shape[0]
     ks = tuple(check_positive_int(k, "k", maximum=n_db) for k in ks)
     cutoffs = np.asarray(sorted(set(ks)), dtype=np.int64)

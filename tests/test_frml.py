@@ -208,6 +208,10 @@ def test_retrieval_metrics_exclude_self_and_labels():
     assert R.toarray().diagonal().sum() == 0
     out = retrieval_metrics(Z, Z, R, ks=(1,), exclude_self=True)
     assert out["MAP"] == 1.0 and out["P@1"] == 1.0 and out["AUC"] == 1.0
+    # a relevance matrix that lists each query as its own answer: the self entry is ignored, not a
+    # relevant point outside the ranking (MAP 1.5 and P@1 2.0 before)
+    with_self = sp.csr_matrix(R.toarray() + np.eye(4))
+    assert retrieval_metrics(Z, Z, with_self, ks=(1,), exclude_self=True) == out
 
 
 # ----------------------------------------------------------------------------- estimator
