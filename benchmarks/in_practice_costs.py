@@ -11,7 +11,7 @@ Each model (at its defaults, ``num_threads=1``) runs in a fresh process on the s
 the imports, the data and a warm-up fit and serve on a generated 300 x 200 matrix (numba loads its
 cached kernels), the resident high-water mark restarts at the current size (``/proc/self/clear_refs``),
 the baseline; then ``fit`` (seconds), ``recommend`` of the first 1,000 users, ``N=10``, in one
-batched call (seconds), the peak resident memory above the baseline (``resource.getrusage``) and
+batched call (seconds), the peak resident memory above the baseline (``VmHWM`` of ``/proc/self/status``) and
 the size of ``save``'s file.  Medians of ``--repeats`` runs on the small size, one run on the larger
 ones.  A model whose cost explodes at a size is not run there: :data:`SKIP` gives the reason and the
 estimated cost.  Everything is single-threaded (``NUMBA_NUM_THREADS=1`` and the BLAS's).
@@ -70,9 +70,7 @@ SERVE_USERS = 1_000
 
 def _one(path: str, model: str) -> dict:
     """Fit, serve, peak memory and file size of one model on the matrix at ``path`` (subprocess)."""
-    import contextlib
     import gc
-    import resource
 
     import scipy.sparse as sp
 
@@ -90,9 +88,8 @@ def _one(path: str, model: str) -> dict:
     warm.fit(make_synthetic(300, 200, density=0.05, random_state=0).matrix).recommend(np.arange(10), N=10)
     del warm
     gc.collect()
-    with contextlib.suppress(OSError):  # Linux: the high-water mark restarts at the current RSS
-        Path("/proc/self/clear_refs").write_text("5")
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: the high-water mark restarts at the current RSS
+    base = _high_water_kib()
     estimator = eval(MODELS[model], names).set_params(num_threads=1, show_progress=False)
     if "random_state" in estimator.get_params():
         estimator.set_params(random_state=0)
@@ -102,8 +99,17 @@ def _one(path: str, model: str) -> dict:
     t0 = time.perf_counter()
     estimator.recommend(np.arange(min(SERVE_USERS, X.shape[0])), N=10)
     serve = time.perf_counter() - t0
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**10  # MiB (ru_maxrss in KiB)
+    peak = (_high_water_kib() - base) / 2**10  # MiB
     return {"fit_s": fit, "serve_s": serve, "peak_mib": peak, "file_mb": _file_mb(estimator)}
+
+
+def _high_water_kib() -> int:
+    """This process's peak resident memory (KiB) since the last reset, ``VmHWM``: not ``ru_maxrss``,
+    which a forked child starts at its parent's resident size (so it hid the fits' peaks)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise OSError("no VmHWM in /proc/self/status (the benchmark measures memory on Linux)")
 
 
 def run(path: Path, model: str) -> dict:
