@@ -48,6 +48,7 @@ import scipy.sparse as sp
 
 from ._validation import (
     check_bool,
+    check_ids,
     check_no_explicit_zeros,
     check_positive_int,
     check_random_state,
@@ -68,9 +69,11 @@ __all__ = [
     "leave_k_out",
     "novelty_holdout",
     "sample_users",
+    "sample_users_trusted",
     "split_counts",
     "time_cut",
     "top_items",
+    "top_items_trusted",
 ]
 
 
@@ -295,13 +298,14 @@ def eligible_positives(X: sp.csr_matrix, exclude_top) -> np.ndarray:
     if exclude_top >= X.shape[1]:
         raise ValueError(f"exclude_top={exclude_top} leaves no item to hold out (X has {X.shape[1]} items)")
     banned = np.zeros(X.shape[1], dtype=bool)
-    banned[top_items(X, exclude_top)] = True
+    banned[top_items_trusted(X, exclude_top)] = True
     return ~banned[X.indices]
 
 
-def top_items(X: sp.csr_matrix, n: int) -> np.ndarray:
-    """The ``n`` items of a canonical ``X`` with the most positives (ties: the lower id first): the
-    items the novelty protocol never holds out.
+def top_items(X, n: int) -> np.ndarray:
+    """The ``n`` items of the feedback ``X`` with the most positives (ties: the lower id first): the
+    items the novelty protocol never holds out (all of them, by popularity, when ``n`` exceeds
+    the catalogue).
 
     Examples
     --------
@@ -311,6 +315,11 @@ def top_items(X: sp.csr_matrix, n: int) -> np.ndarray:
     >>> split.top_items(X, 3)  # items 1 and 3 have two positives, then 0 before 2 (ties: lower id)
     array([1, 3, 0])
     """
+    return top_items_trusted(_canonical(X), check_positive_int(n, "n", minimum=0))
+
+
+def top_items_trusted(X: sp.csr_matrix, n: int) -> np.ndarray:
+    """:func:`top_items` of a canonical ``X`` and a checked ``n``."""
     pop = np.bincount(X.indices, minlength=X.shape[1])
     return np.argsort(-pop, kind="stable")[:n]
 
@@ -336,10 +345,11 @@ def _subset(X, rows, mask) -> sp.csr_matrix:
     return sp.csr_matrix((X.data[mask], X.indices[mask].astype(np.int32), indptr), shape=X.shape)
 
 
-def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
-    """At most ``size`` of the users with interactions in ``X`` (canonical CSR) and not in ``exclude``,
-    sorted: evenly spaced (a fixed sample, for statistics) without ``rng``, a uniform random sample
-    with it; all of them when ``size`` is ``None`` or not smaller.
+def sample_users(X, size, rng=None, exclude=None) -> np.ndarray:
+    """At most ``size`` of the users with interactions in the feedback ``X`` and not in ``exclude``
+    (user ids), sorted: evenly spaced (a fixed sample, for statistics) without ``rng`` (a seed or
+    a Generator), a uniform random sample with it; all of them when ``size`` is ``None`` or not
+    smaller.
 
     Examples
     --------
@@ -352,6 +362,16 @@ def sample_users(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
     >>> len(split.sample_users(X, 4, rng=np.random.default_rng(0), exclude=[0, 1]))
     4
     """
+    X = _canonical(X)
+    size = None if size is None else check_positive_int(size, "size")
+    rng = None if rng is None else check_random_state(rng, "rng")
+    exclude = None if exclude is None else check_ids(exclude, X.shape[0], "exclude")
+    return sample_users_trusted(X, size, rng, exclude)
+
+
+def sample_users_trusted(X: sp.csr_matrix, size, rng=None, exclude=None) -> np.ndarray:
+    """:func:`sample_users` of a canonical ``X``, a checked ``size``, a Generator or ``None`` and
+    checked ``exclude`` ids."""
     users = np.flatnonzero(np.diff(X.indptr) > 0)
     if exclude is not None:
         users = np.setdiff1d(users, exclude)

@@ -195,3 +195,21 @@ def test_bad_matrices():
         split.holdout("not a matrix")
     with pytest.raises(ValueError, match="k must be"):
         split.leave_k_out(_random_X(0), k=0)
+
+
+def test_top_items_and_sample_users_check_their_input():
+    D = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    for X in (sp.coo_matrix(D), D, sp.csc_matrix(D)):  # any format, as the other splits take
+        assert split.top_items(X, 2).tolist() == [1, 0]
+        assert split.sample_users(X, None).tolist() == [0, 1, 2]  # users with interactions
+    assert split.top_items(D, 10).tolist() == [1, 0, 2]  # the whole catalogue, by popularity
+    with pytest.raises(ValueError, match=r"exclude.*out of range"):
+        split.sample_users(D, 2, exclude=[7])
+    with pytest.raises(ValueError, match="size"):
+        split.sample_users(D, 0)
+    with pytest.raises(ValueError, match="n must be"):
+        split.top_items(D, -1)
+    bad = sp.coo_matrix(D)
+    bad.col[0] = 5  # a malformed matrix is refused before scipy converts it
+    with pytest.raises(ValueError, match="out of range"):
+        split.top_items(bad, 1)

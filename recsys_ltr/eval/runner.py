@@ -738,7 +738,7 @@ def run_experiment(
     units = [(name, fold) for fold in range(folds) for name in methods]
     evaluated = [np.flatnonzero(np.diff(test_part.indptr) > 0) for _, _, test_part in splits]
     bar = progress(show_progress, total=len(units), desc=f"{dataset} {protocol}", unit="run")
-    push_down = None if exclude_top is None else split.top_items(X, exclude_top)
+    push_down = None if exclude_top is None else split.top_items_trusted(X, exclude_top)
     arguments = _UnitArguments(
         splits, budget, k, random_state, None, cache, read_cache, contexts, protocol, push_down, _run_level()
     )

@@ -21,7 +21,7 @@ from ..metrics import evaluate_trusted
 from ..models import ALS, EASE, KUNN, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..models.neighborhood import PrefixK
-from ..split import sample_users
+from ..split import sample_users_trusted
 from .stacking import build_pool, concatenate_pools, context_statistics
 from .training import STAT_USERS
 
@@ -97,7 +97,7 @@ def fit_base(spec: BaseSpec, F, L, n_eval_users, rng) -> Recommender:
     best ADG on the labels ``L`` (at most ``n_eval_users`` label users)."""
     if not spec.grid:
         return clone(spec.template)._fit_trusted(F)
-    users = sample_users(L, n_eval_users, rng)
+    users = sample_users_trusted(L, n_eval_users, rng)
     best, best_adg = None, -np.inf
     for model in _candidates(spec, F):
         adg = evaluate_trusted(model, F, L, None, ["ADG"], users=users, num_threads=model.num_threads)["ADG"]
@@ -137,7 +137,7 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users
                 bases_F.append(clone(spec.template).set_params(**settings[j])._fit_trusted(F))
         settings = settings or [b.get_params() for b in bases_F]  # the first part's grid winners
         stage("features of the training pairs")
-        context = context_statistics(bases_F, F, sample_users(F, STAT_USERS))
+        context = context_statistics(bases_F, F, sample_users_trusted(F, STAT_USERS))
         pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known, never=never))
         del bases_F
     return concatenate_pools(pools), settings

@@ -22,7 +22,7 @@ from .._threads import numba_threads
 from ..metrics import evaluate_trusted
 from ..neighbors.affinity import Affinity, kunn_weights
 from ..neighbors.knn import check_k, knn_index_trusted, knn_query_trusted
-from ..split import sample_users
+from ..split import sample_users_trusted
 from ..warp import WarpSampler
 from .features import (
     _W,
@@ -257,7 +257,7 @@ show_progress :
 
     def _validator(self, X, validation, rng):
         """``theta -> validation ADG`` over at most ``validation_users`` validation users."""
-        users = sample_users(validation, self.validation_users, rng)
+        users = sample_users_trusted(validation, self.validation_users, rng)
 
         def validate(coef):
             score = lambda ids: self._linear_scores(X[ids], ids, False, coef)  # noqa: E731
@@ -372,4 +372,4 @@ show_progress :
 def _statistics(extractor):
     """z-statistics over all items of at most :data:`~recsys_ltr.febr.training.STAT_USERS` evenly
     spaced users (a full pass costs as much as scoring every user)."""
-    return extractor.statistics(sample_users(extractor.X, STAT_USERS))
+    return extractor.statistics(sample_users_trusted(extractor.X, STAT_USERS))

@@ -28,7 +28,7 @@ from .._threads import numba_threads
 from .._validation import check_ids, check_positive_int, check_real
 from ..ltr.trees import Trees, check_lambdamart_params, predict_trees
 from ..models.base import Recommender
-from ..split import sample_users
+from ..split import sample_users_trusted
 from ..warp import WarpSampler
 from .bases import fit_on, pools_of_label_parts, resolve_bases
 from .dissertation import AffinityFEBR
@@ -271,7 +271,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         self.bases_ = fit_on(specs, names, settings, X, stage)
         self.base_names_ = names
         self.feature_names_ = feature_names(names)
-        self._set_context(context_statistics(self.bases_, X, sample_users(X, STAT_USERS)))
+        self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
         return pool
 
     def _check_trainable(self, pool):
@@ -331,7 +331,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         """The bases refitted on all of ``X`` after training on a held-out split."""
         with numba_threads(self.num_threads):
             self.bases_ = [clone(b)._fit_trusted(X) for b in self.bases_]
-            self._set_context(context_statistics(self.bases_, X, sample_users(X, STAT_USERS)))
+            self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
 
     # ------------------------------------------------------------------ state
     def _set_context(self, context: BaseFeatures):

@@ -17,7 +17,7 @@ from .._memory import CACHE_BYTES, rows_per_block
 from .._threads import check_num_threads
 from ..ltr.trees import fit_lambdamart
 from ..metrics import evaluate_trusted, ranked_last
-from ..split import sample_users
+from ..split import sample_users_trusted
 from .stacking import base_scores, build_pool, user_blocks
 
 __all__ = [
@@ -131,7 +131,7 @@ class ValidationScores:
         limit = rows_per_block(4 * len(model.bases_) * X.shape[1], CACHE_BYTES)
         if model.validation_users is not None:
             limit = min(limit, model.validation_users)
-        users = sample_users(validation, limit, rng, exclude)
+        users = sample_users_trusted(validation, limit, rng, exclude)
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.rows = X[users]
         self.S = np.stack([base_scores(b, self.rows, users).astype(np.float32) for b in model.bases_], axis=1)

@@ -29,7 +29,7 @@ import numpy as np
 from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
 from ..models.base import Recommender
-from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items
+from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items_trusted
 
 __all__ = ["STAT_USERS", "OptADGRecommender"]
 
@@ -217,7 +217,7 @@ class OptADGRecommender(Recommender):
 
     def _set_excluded(self, X):
         top = self._param("label_exclude_top")
-        self.excluded_items_ = top_items(X, top) if top else np.zeros(0, np.int64)
+        self.excluded_items_ = top_items_trusted(X, top) if top else np.zeros(0, np.int64)
 
     def _score_rows(self, rows, ids, recalculate):
         """:meth:`_ranked_scores` with the ``excluded_items_`` ranked last (never a label)."""
