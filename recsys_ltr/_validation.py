@@ -33,8 +33,8 @@ __all__ = [
     "check_feedback",
     "check_ids",
     "check_item_selection",
-    "check_no_explicit_zeros",
     "check_positive_int",
+    "check_positive_values",
     "check_random_state",
     "check_real",
     "check_same_shape",
@@ -101,9 +101,22 @@ def check_feedback(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
     interaction.  Besides :func:`check_sparse`'s errors, a stored zero raises ``ValueError`` (an
     explicit zero is ambiguous: missing or negative feedback?).
     """
-    X = check_sparse(X, name, allow_empty=allow_empty)
-    check_no_explicit_zeros(X, name)
+    X = check_positive_values(X, name, allow_empty=allow_empty)
     X.data[:] = 1.0
+    return X
+
+
+def check_positive_values(X, name: str = "X", *, allow_empty: bool = False, hint: str = "") -> sp.csr_matrix:
+    """:func:`check_sparse` with its values kept, every one positive: a stored zero raises
+    ``ValueError`` (an explicit zero is ambiguous: missing or negative feedback?), ``hint`` added
+    to the message.  The common part of :func:`check_feedback` and :func:`check_weighted`."""
+    X = check_sparse(X, name, allow_empty=allow_empty)
+    zeros = int(np.count_nonzero(X.data == 0))
+    if zeros:
+        raise ValueError(
+            f"{name} stores {zeros} explicit zero(s); call {name}.eliminate_zeros() first (an explicit zero "
+            f"is ambiguous: missing or negative feedback?){hint}"
+        )
     return X
 
 
@@ -114,24 +127,15 @@ def check_weighted(X, name: str = "X", *, allow_empty: bool = False) -> sp.csr_m
     weight in ``[WEIGHT_MIN, WEIGHT_MAX]`` (counts, confidences, :mod:`recsys_ltr.weighting`'s
     outputs); a stored zero or a negative value is an error, as in :func:`check_feedback`.
     """
-    X = check_sparse(X, name, allow_empty=allow_empty)
-    check_no_explicit_zeros(X, name, " (or a weighting gave them: see recsys_ltr.weighting)")
+    X = check_positive_values(
+        X, name, allow_empty=allow_empty, hint=" (or a weighting gave them: see recsys_ltr.weighting)"
+    )
     if X.nnz and (X.data.min() < WEIGHT_MIN or X.data.max() > WEIGHT_MAX):
         raise ValueError(
             f"{name} stores weights in [{X.data.min():.3g}, {X.data.max():.3g}]: weights must lie in "
             f"[{WEIGHT_MIN:g}, {WEIGHT_MAX:g}]; rescale them"
         )
     return X
-
-
-def check_no_explicit_zeros(X, name: str, hint: str = "") -> None:
-    """Raise ``ValueError`` when the canonical ``X`` stores a zero (ambiguous: missing or negative?)."""
-    zeros = int(np.count_nonzero(X.data == 0))
-    if zeros:
-        raise ValueError(
-            f"{name} stores {zeros} explicit zero(s); call {name}.eliminate_zeros() first (an explicit zero "
-            f"is ambiguous: missing or negative feedback?){hint}"
-        )
 
 
 def _check_shape(shape, name) -> tuple[int, int]:

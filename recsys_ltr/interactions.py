@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import check_bool, check_no_explicit_zeros, check_positive_int, check_sparse
+from ._validation import check_bool, check_positive_int, check_positive_values, check_sparse
 
 __all__ = ["Interactions", "UnknownIdError", "check_timestamps", "time_order_key"]
 
@@ -130,8 +130,7 @@ class Interactions:
         timestamps=None,
         weights=None,
     ):
-        M = check_sparse(matrix, "matrix")
-        check_no_explicit_zeros(M, "matrix")
+        M = check_positive_values(matrix, "matrix")
         self.weights = M.data.copy() if weights is None else _entry_weights(weights, M.nnz)
         M.data[:] = 1.0
         self.matrix = M

@@ -49,11 +49,10 @@ import scipy.sparse as sp
 from ._validation import (
     check_bool,
     check_ids,
-    check_no_explicit_zeros,
     check_positive_int,
+    check_positive_values,
     check_random_state,
     check_real,
-    check_sparse,
 )
 from .interactions import check_timestamps, time_order_key
 
@@ -75,14 +74,6 @@ __all__ = [
     "top_items",
     "top_items_trusted",
 ]
-
-
-def _canonical(X) -> sp.csr_matrix:
-    """The canonical CSR form of the feedback ``X`` with its values (the weights the parts keep): an
-    Interactions gives its binary ``matrix``; a stored zero is an error."""
-    C = check_sparse(X)
-    check_no_explicit_zeros(C, "X")
-    return C
 
 
 def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
@@ -118,7 +109,7 @@ def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
     >>> (train + val + test != X).nnz  # disjoint parts that sum to X
     0
     """
-    X = _canonical(X)
+    X = check_positive_values(X)
     val, test = _check_fractions(val, test)
     return holdout_trusted(
         X, val, test, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
@@ -167,7 +158,7 @@ def folds(X, n_folds=3, val=0.1, test=0.2, random_state=0, exclude_top=None) -> 
     [210, 210, 210]
     """
     n_folds = check_positive_int(n_folds, "n_folds")
-    X = _canonical(X)
+    X = check_positive_values(X)
     val, test = _check_fractions(val, test)
     eligible = eligible_positives(X, exclude_top)
     rng = check_random_state(random_state, "random_state")  # fail on a bad seed now, not at the first fold
@@ -203,7 +194,7 @@ def kfold(X, n_folds=5, random_state=0, exclude_top=None) -> Iterator[tuple]:
     >>> sum(held_out.nnz for train, held_out in parts), X.nnz  # users with one positive stay in train
     (962, 965)
     """
-    X = _canonical(X)
+    X = check_positive_values(X)
     n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
     return kfold_trusted(
         X, n_folds, check_random_state(random_state, "random_state"), eligible_positives(X, exclude_top)
@@ -246,7 +237,7 @@ def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
     >>> int(test.getnnz(axis=1).max()), int(val.getnnz(axis=1).max())
     (1, 1)
     """
-    X = _canonical(X)
+    X = check_positive_values(X)
     k = check_positive_int(k, "k")
     val_k = check_positive_int(val_k, "val_k", minimum=0)
     eligible = eligible_positives(X, exclude_top)
@@ -315,7 +306,7 @@ def top_items(X, n: int) -> np.ndarray:
     >>> split.top_items(X, 3)  # items 1 and 3 have two positives, then 0 before 2 (ties: lower id)
     array([1, 3, 0])
     """
-    return top_items_trusted(_canonical(X), check_positive_int(n, "n", minimum=0))
+    return top_items_trusted(check_positive_values(X), check_positive_int(n, "n", minimum=0))
 
 
 def top_items_trusted(X: sp.csr_matrix, n: int) -> np.ndarray:
@@ -339,7 +330,7 @@ def _assign(X, eligible, n_test, n_val, rng):
 
 
 def _subset(X, rows, mask) -> sp.csr_matrix:
-    # int32 is safe: X passed _canonical (nnz < 2**31) and a subset has fewer entries.
+    # int32 is safe: X passed check_positive_values (nnz < 2**31) and a subset has fewer entries.
     counts = np.bincount(rows[mask], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
     return sp.csr_matrix((X.data[mask], X.indices[mask].astype(np.int32), indptr), shape=X.shape)
@@ -362,7 +353,7 @@ def sample_users(X, size, rng=None, exclude=None) -> np.ndarray:
     >>> len(split.sample_users(X, 4, rng=np.random.default_rng(0), exclude=[0, 1]))
     4
     """
-    X = _canonical(X)
+    X = check_positive_values(X)
     size = None if size is None else check_positive_int(size, "size")
     rng = None if rng is None else check_random_state(rng, "rng")
     exclude = None if exclude is None else check_ids(exclude, X.shape[0], "exclude")
@@ -550,7 +541,7 @@ def _show(time) -> str:
 def _timed(X, timestamps) -> tuple[sp.csr_matrix, np.ndarray]:
     """The canonical ``X`` and the checked times of its stored entries: ``timestamps``, else the
     ``timestamps`` of an Interactions ``X``."""
-    C = _canonical(X)
+    C = check_positive_values(X)
     if timestamps is not None:
         return C, check_timestamps(timestamps, C.nnz, "timestamps", "stored entry of X, row by row")
     own = getattr(X, "timestamps", None)

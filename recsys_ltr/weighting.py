@@ -27,11 +27,6 @@ from ._validation import check_real, check_sparse
 __all__ = ["bm25_weight", "log_weight", "tfidf_weight"]
 
 
-def _counts(X, name="X") -> sp.csr_matrix:
-    """``X`` in canonical CSR form with its values (non-negative, finite, duplicates summed)."""
-    return check_sparse(X, name, allow_empty=True)
-
-
 def _idf(X) -> np.ndarray:
     """``log N - log(1 + df_j)`` of every column of the canonical ``X`` (stored entries per column)."""
     df = np.bincount(X.indices, minlength=X.shape[1])
@@ -75,7 +70,7 @@ def bm25_weight(X, K1=100.0, B=0.8) -> sp.csr_matrix:
            [0.61, 0.  , 0.  , 0.  ],
            [0.  , 0.  , 0.69, 0.  ]])
     """
-    X = _counts(X)
+    X = check_sparse(X, "X", allow_empty=True)  # non-negative counts, duplicates summed
     K1 = check_real(K1, "K1", low=0.0)
     B = check_real(B, "B", low=0.0, high=1.0)
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
@@ -100,7 +95,7 @@ def tfidf_weight(X) -> sp.csr_matrix:
            [0.41, 0.  , 0.  , 0.  ],
            [0.  , 0.  , 0.81, 0.  ]])
     """
-    X = _counts(X)
+    X = check_sparse(X, "X", allow_empty=True)  # non-negative counts, duplicates summed
     return _with_data(X, np.sqrt(X.data) * _idf(X)[X.indices])
 
 
@@ -127,7 +122,7 @@ def log_weight(X, alpha=1.0, epsilon=1.0) -> sp.csr_matrix:
     >>> log_weight(np.array([[1.0, 0.0], [0.0, np.e - 1]])).data
     array([1.69314718, 2.        ])
     """
-    X = _counts(X)
+    X = check_sparse(X, "X", allow_empty=True)  # non-negative counts, duplicates summed
     alpha = check_real(alpha, "alpha", low=0.0)
     epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
     return _with_data(X, 1.0 + alpha * np.log1p(X.data / epsilon))
