@@ -614,7 +614,7 @@ PAPER = {"affinity": "cosine", "holdout": 0.0, "validation_fraction": 0.0}
 def model_factories() -> dict:
     """Small, fast, deterministic configurations of every recommender."""
     from recsys_ltr.febr import AffinityFEBR
-    from recsys_ltr.models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
     one = dict(num_threads=1)
     return {
@@ -633,6 +633,7 @@ def model_factories() -> dict:
         ),
         "ContentItemKNN": lambda: _content_model(),
         "GFCF": lambda: GFCF(factors=2, **one),
+        "BSPM": lambda: BSPM(factors=2, **one),
         "EASEsparse": lambda: EASE(regularization=1.0, solver="sparse", k=2, **one),
         "FEBR": lambda: _stacked_febr(),
         **(
@@ -1250,6 +1251,7 @@ def param_targets() -> dict:
     from recsys_ltr.models import (
         ALS,
         BPR,
+        BSPM,
         EASE,
         GFCF,
         KUNN,
@@ -1347,6 +1349,21 @@ def param_targets() -> dict:
             {"factors": 2, "num_threads": 1},
             factors=integer(),
             alpha=real(0),
+            iterations=integer(0, cost=True),
+            random_state=SEED_OR_GENERATOR,
+        ),
+        "BSPM": recommender(
+            BSPM,
+            {"factors": 2, "num_threads": 1},
+            factors=integer(),
+            beta=real(0),
+            blur_time=real(0, lo_open=True),
+            blur_steps=integer(cost=True),
+            sharpen_time=real(0),
+            sharpen_steps=integer(0, cost=True),
+            solver=choice("rk4", "euler"),
+            final_sharpening=BOOL,
+            point_combination=BOOL,
             iterations=integer(0, cost=True),
             random_state=SEED_OR_GENERATOR,
         ),

@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from recsys_ltr.febr import FEBR, AffinityFEBR
 from recsys_ltr.metric_learning import FRML, GMML, MLR, RMLR
-from recsys_ltr.models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
 
 MODELS = [
     Popularity(),
@@ -24,6 +24,7 @@ MODELS = [
     RP3beta(k=5),
     EASE(regularization=10.0),
     GFCF(factors=4),
+    BSPM(factors=4),
     ALS(factors=4, iterations=2),
     BPR(factors=4, iterations=5),
     FEBR(max_iter=2000, eval_every=1000, random_state=0, num_threads=1),

@@ -237,6 +237,7 @@ def test_clone_and_get_params():
             "give affinity as a kind",
         ),
         (dict(validation_users=0), ValueError, "validation_users"),
+        (dict(validation_users="all"), ValueError, "validation_users must be a positive int, 'auto' or None"),
         (dict(affinity_params=[1]), TypeError, "affinity_params"),
         (dict(num_threads=-1), ValueError, "num_threads"),
     ],

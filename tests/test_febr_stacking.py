@@ -267,9 +267,29 @@ def test_seed_and_one_thread_reproduce(planted):
 def test_auto_bases_on_a_small_catalogue(planted):
     train, val, _ = planted
     model = fast(max_iter=1000).fit(train, validation=val)
-    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
+    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
-    assert model.coef_.shape == (3 * 6 + 3,)
+    assert model.coef_.shape == (3 * 7 + 3,)
+
+
+def test_auto_bases_follow_the_catalogue_size():
+    """fsSLIM is stacked up to SLIM_ITEMS items; the command line's stacked methods stack the same rows."""
+    from recsys_ltr.eval.methods import get_method
+    from recsys_ltr.febr.bases import SLIM_ITEMS, resolve_bases
+
+    small, _ = resolve_bases("auto", (50, SLIM_ITEMS))
+    large, _ = resolve_bases("auto", (50, SLIM_ITEMS + 1))
+    assert small == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert large == small[:-1]
+    stack = get_method("FEBR-stack")
+    assert list(stack.stacked(SLIM_ITEMS)) == small and list(stack.stacked(SLIM_ITEMS + 1)) == large
+
+
+@pytest.mark.parametrize(("n_items", "users"), [(285, 2**21 // 285), (1024, 2048), (17_632, 1000)])
+def test_auto_validation_users_grow_on_small_catalogues(n_items, users):
+    assert fast()._validation_limit(n_items) == users
+    assert fast(validation_users=7)._validation_limit(n_items) == 7
+    assert fast(validation_users=None)._validation_limit(n_items) is None
 
 
 def test_carved_validation_and_refit(planted):

@@ -1,5 +1,7 @@
 """GF-CF (Shen et al. 2021): the two filters against a dense brute force, the SVD's subspace against
-numpy's, fold-in, similar items, files and bad input."""
+numpy's, fold-in, similar items, files and bad input.  BSPM (Choi et al. 2023): against a dense
+re-enactment of the authors' ``getUsersRating`` (torchdiffeq's fixed-grid Euler and 3/8-rule RK4
+steps), GF-CF as BSPM without sharpening."""
 
 import numpy as np
 import pytest
@@ -7,7 +9,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recsys_ltr.models import GFCF, Recommender
+from recsys_ltr.models import BSPM, GFCF, Recommender
 
 
 def feedback(seed, m=30, n=25, p=0.25):
@@ -84,3 +86,116 @@ def test_new_users_similar_items_and_files(tmp_path):
 def test_bad_parameters(params, error, match):
     with pytest.raises(error, match=match):
         GFCF(**params).fit(feedback(0))
+
+
+def fixed_grid(f, y, T, K, method):
+    """The points at ``t_1 .. t_K`` of ``dy/dt = f(y)`` on ``linspace(0, T, K + 1)``: torchdiffeq's
+    ``euler`` and ``rk4`` (its 3/8 rule, ``rk4_alt_step_func``)."""
+    dt, points = T / K, []
+    for _ in range(K):
+        if method == "euler":
+            y = y + dt * f(y)
+        else:
+            k1 = f(y)
+            k2 = f(y + dt * k1 / 3)
+            k3 = f(y + dt * (k2 - k1 / 3))
+            k4 = f(y + dt * (k1 - k2 + k3))
+            y = y + (k1 + 3 * (k2 + k3) + k4) * dt / 8
+        points.append(y)
+    return points
+
+
+def bspm_reference(X, model, p, rows=None):
+    """The authors' ``getUsersRating`` of ``rows`` (default: ``X``'s) on dense arrays (their
+    branches, with ``idl`` Euler over ``T_idl = 1``, one step)."""
+    D = X.toarray()
+    du, di = D.sum(axis=1), D.sum(axis=0)
+    iu = np.divide(1, np.sqrt(du), out=np.zeros_like(du), where=du > 0)
+    ii = np.divide(1, np.sqrt(di), out=np.zeros_like(di), where=di > 0)
+    R = iu[:, None] * D * ii[None, :]
+    P, V = R.T @ R, model.components_
+    low = ii[:, None] * (V.T @ V) * np.sqrt(di)[None, :]
+    x = D if rows is None else rows
+    idl = fixed_grid(lambda r: r @ low - r, x, 1.0, 1, "euler")
+    blurred = fixed_grid(lambda r: r @ P - r, x, p["blur_time"], p["blur_steps"], "euler")
+    off = p["sharpen_steps"] == 0
+    if not off:
+        y0 = p["beta"] * idl[-1] + blurred[-1] if p["final_sharpening"] else blurred[-1]
+        sharpened = fixed_grid(lambda r: -(r @ P), y0, p["sharpen_time"], p["sharpen_steps"], p["solver"])
+    if p["point_combination"]:
+        U2 = np.mean(blurred + ([] if off else sharpened), axis=0)
+    else:
+        U2 = blurred[-1] if off else sharpened[-1]
+    return U2 if p["final_sharpening"] and not off else U2 + p["beta"] * idl[-1]
+
+
+@pytest.mark.kernels
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0.0, 0.2, 1.0]),
+    st.sampled_from([0.5, 1.0, 1.7]),
+    st.integers(1, 3),
+    st.sampled_from([0.0, 1.2, 2.5]),
+    st.integers(0, 3),
+    st.sampled_from(["rk4", "euler"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_bspm_is_the_authors_blurring_and_sharpening(seed, beta, tb, kb, ts, ks, solver, final, combine):
+    X = feedback(seed)
+    p = dict(
+        beta=beta,
+        blur_time=tb,
+        blur_steps=kb,
+        sharpen_time=ts,
+        sharpen_steps=ks,
+        solver=solver,
+        final_sharpening=final,
+        point_combination=combine,
+    )
+    model = BSPM(factors=4, random_state=seed, num_threads=1, **p).fit(X)
+    users = np.arange(X.shape[0])
+    np.testing.assert_allclose(model.score(users), bspm_reference(X, model, p), atol=1e-10)
+
+
+def test_bspm_without_sharpening_is_gfcf_and_sharpening_changes_the_ranking():
+    X = feedback(3)
+    users = np.arange(X.shape[0])
+    gfcf = GFCF(factors=5, alpha=0.2, random_state=0).fit(X).score(users)
+    np.testing.assert_allclose(BSPM(factors=5, sharpen_steps=0).fit(X).score(users), gfcf, atol=1e-12)
+    sharp = BSPM(factors=5).fit(X).score(users)
+    assert not np.array_equal(np.argsort(-sharp, axis=1), np.argsort(-gfcf, axis=1))
+
+
+def test_bspm_new_users_similar_items_and_files(tmp_path):
+    X = feedback(1)
+    model = BSPM(factors=4, sharpen_steps=2, point_combination=True).fit(X)
+    rows = X[[4, 7]]
+    ids, _ = model.recommend(np.array([100, 101]), user_items=rows, N=5, recalculate_user=True)
+    np.testing.assert_array_equal(ids, model.recommend(np.array([4, 7]), N=5)[0])
+    row = bspm_reference(X, model, model.get_params(), rows=np.eye(X.shape[1])[[3]])[0]
+    expected = [i for i in np.argsort(-row, kind="stable") if i != 3][:4]
+    assert model.similar_items(3, N=4)[0].tolist() == expected
+    loaded = Recommender.load(model.save(tmp_path / "bspm"))
+    assert isinstance(loaded, BSPM) and loaded.get_params() == model.get_params()
+    np.testing.assert_array_equal(loaded.score(np.arange(10)), model.score(np.arange(10)))
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(factors=26), ValueError, "exceeds min"),
+        (dict(beta=-0.1), ValueError, "beta"),
+        (dict(blur_time=0.0), ValueError, "blur_time"),
+        (dict(blur_steps=0), ValueError, "blur_steps"),
+        (dict(sharpen_time=-1.0), ValueError, "sharpen_time"),
+        (dict(sharpen_steps=-1), ValueError, "sharpen_steps"),
+        (dict(solver="dopri5"), ValueError, "solver must be one of"),
+        (dict(final_sharpening=1), TypeError, "final_sharpening must be a bool"),
+        (dict(point_combination="yes"), TypeError, "point_combination must be a bool"),
+    ],
+)
+def test_bspm_bad_parameters(params, error, match):
+    with pytest.raises(error, match=match):
+        BSPM(**{"factors": 4, **params}).fit(feedback(0))

@@ -392,13 +392,13 @@ def make_executor(parser, args):
     return unit_executor(executor, jobs)
 
 
-def added_methods(methods) -> dict[str, list[str]]:
-    """The methods the run adds to ``methods`` (the bases of its stacking methods), each with the
-    stacking methods that need it."""
+def added_methods(methods, n_items=None) -> dict[str, list[str]]:
+    """The methods the run adds to ``methods`` (the bases its stacking methods stack on ``n_items``
+    items), each with the stacking methods that need it."""
     added = {}
-    for name in with_bases(methods):
+    for name in with_bases(methods, n_items):
         if name not in methods:
-            added[name] = [m for m in methods if name in get_method(m).stack_on]
+            added[name] = [m for m in methods if name in get_method(m).stacked(n_items)]
     return added
 
 
@@ -460,7 +460,6 @@ def main(argv=None) -> int:
 
 def _run(parser, args, argv) -> int:
     methods = parse_methods(parser, args.models)
-    added = added_methods(methods)
     note = None
     name = args.dataset or None
     if name != "synthetic":
@@ -478,6 +477,7 @@ def _run(parser, args, argv) -> int:
         data, parts = load_data(name, args.data_dir, args.protocol, args.seed)
     except (FileNotFoundError, ValueError) as exc:  # unknown, missing, corrupt, not pre-split or untimed data set
         parser.error(str(exc).splitlines()[0])
+    added = added_methods(methods, data.n_items)
     protocols = HOLDOUT_PROTOCOLS if args.protocol == "both" else (args.protocol,)
     one_split = args.protocol in ("fixed", "temporal")
     args.k = args.k or (20 if args.protocol == "fixed" else 10)

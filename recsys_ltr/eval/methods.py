@@ -18,7 +18,7 @@ from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
 from ..febr.bases import AUTO_BASES, DENSE_EASE_ITEMS
-from ..models import ALS, BPR, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
+from ..models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,14 @@ class Method:
     def main_values(self, budget: str, shape: tuple[int, int] | None = None) -> tuple:
         """Main hyper-parameter values tried under ``budget`` (``(None,)`` when there is none).
 
-        With the data's ``shape``, a neighbourhood size ``k`` beyond the catalogue (``n - 1`` along
-        ``k_axis``) is dropped; if none is left, the largest feasible ``k`` is used.
+        With the data's ``shape``, a neighbourhood size ``k`` (or a number of ``factors``) beyond the
+        catalogue (``n - 1`` along ``k_axis``) is dropped; if none is left, the largest feasible
+        value is used.
         """
         values = self.main_grid.get(budget, ()) if self.main else ()
         if not values:
             return (None,)
-        if shape is None or self.main != "k" or not self.k_axis:
+        if shape is None or self.main not in ("k", "factors") or not self.k_axis:
             return tuple(values)
         k_max = min(shape[a] for a in self.k_axis) - 1
         return tuple(v for v in values if v <= k_max) or (k_max,)
@@ -71,6 +72,13 @@ class Method:
 
     def build(self, **params):
         return self.factory(**params)
+
+    def stacked(self, n_items: int | None = None) -> tuple[str, ...]:
+        """The base methods stacked on a catalogue of ``n_items`` items (``None``: any catalogue);
+        a default base of FEBR is stacked where ``FEBR()`` stacks it (``AutoBase.max_items``)."""
+        if n_items is None:
+            return self.stack_on
+        return tuple(n for n in self.stack_on if _STACK_MAX_ITEMS.get(n) is None or n_items <= _STACK_MAX_ITEMS[n])
 
     def spec(self) -> dict:
         """JSON-able description of everything that changes the method's results (for the cache key)."""
@@ -163,7 +171,8 @@ def _febr_slim_secondary(budget):
 
 
 #: The base methods that FEBR-stack / FEBR-rerank stack: FEBR's default bases (one list), tuned as rows of the table.
-STACK_ON = tuple(name for name, _, _ in AUTO_BASES)
+STACK_ON = tuple(base.name for base in AUTO_BASES)
+_STACK_MAX_ITEMS = {base.name: base.max_items for base in AUTO_BASES}
 _STACK_FIXED = _both(
     {"max_iter": 1_000_000, "eval_every": 50_000, "early_stopping": 3, "validation_users": 2000},
     {"max_iter": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},
@@ -288,6 +297,19 @@ METHODS: dict[str, Method] = {
             _both((256, 64), (32, 64, 128, 256)),
             _both(tuple({"alpha": a} for a in (0.3, 0.1, 1.0)), tuple({"alpha": a} for a in (0.3, 0.0, 0.1, 0.5, 1.0))),
             description="GF-CF (Shen et al. 2021): linear and ideal low-pass graph filters, closed form",
+            seeded=True,
+        ),
+        Method(
+            "BSPM",
+            _model(BSPM),
+            "factors",
+            _both((448, 256, 64), (64, 128, 256, 448)),
+            _both(
+                tuple({"sharpen_time": t, "beta": b} for t, b in ((2.5, 0.2), (1.0, 0.2), (2.5, 0.5), (0.5, 0.0))),
+                tuple({"sharpen_time": t, "beta": b} for t in (2.5, 0.5, 1.0, 1.5, 2.0) for b in (0.2, 0.0, 0.3, 0.5)),
+            ),
+            description="BSPM (Choi et al. 2023): blurring and sharpening of the graph filters, closed form",
+            k_axis=(0, 1),
             seeded=True,
         ),
         Method(

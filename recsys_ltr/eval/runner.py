@@ -196,14 +196,15 @@ def build(method, params, random_state=None, num_threads=0, context=None):
     return model
 
 
-def stack_context(method, fold_results, exclude_top=None) -> dict | None:
-    """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold: ``bases``, the
-    ``[name, params]`` chosen for each base method in ``fold_results`` (name -> FoldResult; a
-    skipped one is left out), and ``label_exclude_top`` under the novelty protocol.  ``{}`` for
-    the other methods, ``None`` when no base ran."""
+def stack_context(method, fold_results, exclude_top=None, n_items=None) -> dict | None:
+    """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold of ``n_items``
+    items: ``bases``, the ``[name, params]`` chosen for each base method it stacks there
+    (``Method.stacked``) in ``fold_results`` (name -> FoldResult; a skipped one is left out), and
+    ``label_exclude_top`` under the novelty protocol.  ``{}`` for the other methods, ``None`` when
+    no base ran."""
     if not method.stack_on:
         return {}
-    bases = [[n, fold_results[n].params] for n in method.stack_on if n in fold_results]
+    bases = [[n, fold_results[n].params] for n in method.stacked(n_items) if n in fold_results]
     if not bases:
         return None
     return {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
@@ -706,10 +707,10 @@ def run_experiment(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    methods = with_bases(methods)
     folds = check_positive_int(folds, "folds")
     executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
+    methods = with_bases(methods, X.shape[1])
     exclude_top = exclude_top if protocol == "novelty" else None
     if protocol in PARTS_PROTOCOLS:
         splits, folds, val, test = [check_parts(X, parts, protocol)], 1, None, None
@@ -752,7 +753,7 @@ def run_experiment(
             wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
             for name, fold in wave if stacking else ():
                 done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
-                contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top)
+                contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top, X.shape[1])
                 if contexts[(name, fold)] is None:
                     outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
             if cache and read_cache:
@@ -817,12 +818,13 @@ def check_parts(X, parts, protocol="fixed") -> tuple:
     return tuple(checked)
 
 
-def with_bases(methods) -> list[str]:
-    """``methods`` (checked, duplicates dropped) with the base methods of the stacking ones added
-    before them: a stacking method needs its bases tuned on the same folds."""
+def with_bases(methods, n_items=None) -> list[str]:
+    """``methods`` (checked, duplicates dropped) with the base methods that the stacking ones stack
+    on ``n_items`` items (``None``: any) added before them: a stacking method needs its bases tuned
+    on the same folds."""
     out = []
     for name in methods:
-        for base in get_method(name).stack_on:  # fails on an unknown name before any work
+        for base in get_method(name).stacked(n_items):  # fails on an unknown name before any work
             if base not in out:
                 out.append(base)
         if name not in out:

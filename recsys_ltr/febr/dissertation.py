@@ -257,7 +257,7 @@ show_progress :
 
     def _validator(self, X, validation, rng):
         """``theta -> validation ADG`` over at most ``validation_users`` validation users."""
-        users = sample_users_trusted(validation, self.validation_users, rng)
+        users = sample_users_trusted(validation, self._validation_limit(X.shape[1]), rng)
 
         def validate(coef):
             score = lambda ids: self._linear_scores(X[ids], ids, False, coef)  # noqa: E731

@@ -65,8 +65,9 @@ class FEBR(OptADGRecommender):
     ----------
     bases : "auto" or list of Recommender
         ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES` (EASE, dense on small
-        catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p, item-p), each with a small grid of
-        its main hyper-parameters searched leak-free on the training labels.  A list: these
+        catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p, item-p and, up to 2,048 items,
+        fsSLIM), each with a small grid of its main hyper-parameters searched leak-free on the training
+        labels.  A list: these
         recommenders with their parameters as given (a model already fitted on the same ``X`` is
         reused at prediction).
     scorer : {"linear", "lambdamart"}
@@ -83,8 +84,8 @@ class FEBR(OptADGRecommender):
     label_exclude_top, validation_fraction, refit, regularization, learning_rate, max_iter, gamma, \
 beta, eval_every, early_stopping, validation_users, random_state, num_threads, show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
-        bases on all of ``X``; ``validation_users`` also bounds the label users of the bases'
-        grid search.
+        bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
+        the label users of the bases' grid search.
     init : {"best", "zeros"}
         Starting ``theta``: weight 1 on the within-user score of the best base on validation.
     lambdamart_params : dict, optional
@@ -164,7 +165,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         beta=None,
         eval_every=50_000,
         early_stopping=5,
-        validation_users=1000,
+        validation_users="auto",
         init="best",
         lambdamart_params=None,
         fallback_p=0.05,
@@ -262,7 +263,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
             parts,
             self.candidates,
             self.holdout != 0,
-            self.validation_users,
+            self._validation_limit(X.shape[1]),
             rng,
             stage,
             self.excluded_items_,

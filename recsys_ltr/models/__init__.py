@@ -8,7 +8,7 @@ from .base import Recommender
 from .content import ContentItemKNN
 from .ease import EASE
 from .factorization import ALS, BPR, LightFMWARP
-from .graph_filter import GFCF
+from .graph_filter import BSPM, GFCF
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .rp3beta import RP3beta
@@ -17,6 +17,7 @@ from .slim import SLIM
 __all__ = [
     "ALS",
     "BPR",
+    "BSPM",
     "EASE",
     "GFCF",
     "KUNN",
