@@ -62,9 +62,12 @@ def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]], 
     validation metric the settings were chosen on."""
     names, chosen, select = [], {}, "ADG"
     for path in sorted(RESULTS.glob(f"*/{protocol}/summary.json")):
-        dataset = path.parent.parent.name
-        names.append(dataset)
         payload = json.loads(path.read_text())
+        dataset = payload["meta"].get(
+            "dataset", path.parent.parent.name
+        )  # one column per data set, however many folders
+        if dataset not in names:
+            names.append(dataset)
         select = payload["meta"].get("select", "ADG")
         for row in payload["summary"]:
             if row["method"] in _methods():
