@@ -18,6 +18,7 @@ estimated cost.  Everything is single-threaded (``NUMBA_NUM_THREADS=1`` and the 
 
     PYTHONPATH=. python benchmarks/in_practice_costs.py          # writes docs/in_practice_costs.{json,inc}
     PYTHONPATH=. python benchmarks/in_practice_costs.py --sizes small --repeats 1 --out /tmp/x   # a quick look
+    PYTHONPATH=. python benchmarks/in_practice_costs.py --models BSPM --update   # re-measure some rows only
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ MODELS = {
     "SLIM": "SLIM()",
     "RP3beta": "RP3beta()",
     "GFCF": "GFCF()",
+    "BSPM": "BSPM()",
     "EASE": "EASE()",
     "ALS": "ALS()",
     "BPR": "BPR()",
@@ -83,7 +85,7 @@ def _one(path: str, model: str) -> dict:
     warm = eval(MODELS[model], names).set_params(num_threads=1, show_progress=False)
     if model.startswith("FEBR"):
         warm.set_params(max_iter=2000, eval_every=1000)
-    if model == "GFCF":
+    if model in ("GFCF", "BSPM"):
         warm.set_params(factors=16)
     warm.fit(make_synthetic(300, 200, density=0.05, random_state=0).matrix).recommend(np.arange(10), N=10)
     del warm
@@ -161,6 +163,17 @@ def measure(sizes, models, repeats) -> dict:
     return out
 
 
+def merged(old: dict, new: dict, machine: dict) -> dict:
+    """``old``'s table with ``new``'s rows in place of (or beside) those of the same model and size,
+    in :data:`MODELS` order; ``machine`` is recorded under ``machine["updates"]``."""
+    measured = {(r["model"], r["size"]) for r in new["rows"]}
+    rows = [r for r in old["rows"] if (r["model"], r["size"]) not in measured] + new["rows"]
+    order, sizes = list(MODELS), list(SIZES)
+    rows.sort(key=lambda r: (sizes.index(r["size"]), order.index(r["model"])))  # as measure() writes them
+    updates = old["machine"].get("updates", []) + [{**machine, "models": sorted({m for m, _ in measured})}]
+    return {"sizes": {**old["sizes"], **new["sizes"]}, "rows": rows, "machine": {**old["machine"], "updates": updates}}
+
+
 def render(result: dict) -> str:
     """The reStructuredText table (one row per model, fit / serve / peak / file per size)."""
     sizes = list(result["sizes"])
@@ -201,10 +214,11 @@ def main():
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--repeats", type=int, default=3, help="runs on the small size (median)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "in_practice_costs")
+    parser.add_argument("--update", action="store_true", help="replace only the measured rows of --out's table")
     args = parser.parse_args()
     t0 = time.perf_counter()
     result = measure(args.sizes, args.models, args.repeats)
-    result["machine"] = {
+    machine = {
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "threads": 1,
@@ -212,9 +226,13 @@ def main():
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
         "total_s": round(time.perf_counter() - t0),
     }
+    if args.update:
+        result = merged(json.loads(args.out.with_suffix(".json").read_text()), result, machine)
+    else:
+        result["machine"] = machine
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     args.out.with_suffix(".inc").write_text(render(result))
-    print(f"wrote {args.out.with_suffix('.json')} and .inc in {result['machine']['total_s']} s")
+    print(f"wrote {args.out.with_suffix('.json')} and .inc in {machine['total_s']} s")
 
 
 if __name__ == "__main__":
