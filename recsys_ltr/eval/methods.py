@@ -78,7 +78,7 @@ class Method:
         a default base of FEBR is stacked where ``FEBR()`` stacks it (``AutoBase.max_items``)."""
         if n_items is None:
             return self.stack_on
-        return tuple(n for n in self.stack_on if _STACK_MAX_ITEMS.get(n) is None or n_items <= _STACK_MAX_ITEMS[n])
+        return tuple(n for n in self.stack_on if n not in _AUTO_BASES or _AUTO_BASES[n].applies(n_items))
 
     def spec(self) -> dict:
         """JSON-able description of everything that changes the method's results (for the cache key)."""
@@ -172,7 +172,7 @@ def _febr_slim_secondary(budget):
 
 #: The base methods that FEBR-stack / FEBR-rerank stack: FEBR's default bases (one list), tuned as rows of the table.
 STACK_ON = tuple(base.name for base in AUTO_BASES)
-_STACK_MAX_ITEMS = {base.name: base.max_items for base in AUTO_BASES}
+_AUTO_BASES = {base.name: base for base in AUTO_BASES}
 _STACK_FIXED = _both(
     {"max_iter": 1_000_000, "eval_every": 50_000, "early_stopping": 3, "validation_users": 2000},
     {"max_iter": 2_000_000, "eval_every": 100_000, "early_stopping": 5, "validation_users": None},

@@ -66,6 +66,10 @@ class AutoBase(NamedTuple):
     grid: tuple[dict, ...]
     max_items: int | None = None
 
+    def applies(self, n_items) -> bool:
+        """Whether the base is stacked on a catalogue of ``n_items`` items."""
+        return self.max_items is None or n_items <= self.max_items
+
 
 #: Catalogue size up to which FEBR stacks fsSLIM: it pays on small catalogues (msweb, 285 items,
 #: where it is the best single model: ``FEBR()`` test ADG .5617 with it, .5580 without, 3 seeds)
@@ -95,7 +99,7 @@ AUTO_BASES = (
 
 def auto_bases(n_items) -> tuple[AutoBase, ...]:
     """The default bases stacked on a catalogue of ``n_items`` items."""
-    return tuple(b for b in AUTO_BASES if b.max_items is None or n_items <= b.max_items)
+    return tuple(b for b in AUTO_BASES if b.applies(n_items))
 
 
 def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec]]:

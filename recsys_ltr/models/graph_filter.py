@@ -131,10 +131,18 @@ class GFCF(Recommender):
 
     def _score_rows(self, rows, ids, recalculate):
         with limit_threads(self.num_threads):
-            scores = sparse_dense_product((rows @ self.normalized_t_).tocsr(), self.normalized_)
+            scores = self._linear(rows)
             if self.alpha:
-                scores += float(self.alpha) * ((rows @ self.left_) @ self.right_)
+                scores += float(self.alpha) * self._low_pass(rows)
         return scores
+
+    def _linear(self, rows) -> np.ndarray:
+        """``x P`` of sparse rows ``x``: two sparse products, ``(x R^T) R``."""
+        return sparse_dense_product((rows @ self.normalized_t_).tocsr(), self.normalized_)
+
+    def _low_pass(self, rows) -> np.ndarray:
+        """``x D_I^{-1/2} V_k^T V_k D_I^{1/2}`` of sparse rows ``x``: the ideal low-pass filter."""
+        return (rows @ self.left_) @ self.right_
 
     def _item_similarity_rows(self, items):
         unit = sp.csr_matrix(
@@ -263,7 +271,7 @@ class BSPM(GFCF):
 
     def _process(self, rows):
         """The scores of ``rows``: blurring, the ideal filter, sharpening (class docstring)."""
-        ideal = float(self.beta) * ((rows @ self.left_) @ self.right_) if self.beta else 0.0
+        ideal = float(self.beta) * self._low_pass(rows) if self.beta else 0.0
         blurred, total, count = self._blur(rows)
         sharpen = self.sharpen_steps > 0
         if sharpen:
@@ -277,7 +285,7 @@ class BSPM(GFCF):
     def _blur(self, rows):
         """``(last, sum, count)`` of the rows at each Euler step end of ``dx/dt = x (P - I)``."""
         tau = float(self.blur_time) / self.blur_steps
-        step = sparse_dense_product((rows @ self.normalized_t_).tocsr(), self.normalized_)  # x P, sparse x
+        step = self._linear(rows)  # the first step's x P, from the sparse rows
         y = rows.toarray()
         total = 0.0
         for j in range(self.blur_steps):
