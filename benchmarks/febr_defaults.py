@@ -57,7 +57,12 @@ def run(name, seeds):
         bases = [per_user(b, train, test, val) for b in febr.bases_]
         best = int(np.argmax([adg.mean() for adg, _ in bases]))
         scores.setdefault("FEBR's best base", []).append(bases[best])
-        print(f"  {name} seed {seed}: FEBR fit {seconds[-1]:.1f} s, gain test {febr.stacked_gain_}", flush=True)
+        tail = febr.base_names_[febr.tail_base_]
+        print(
+            f"  {name} seed {seed}: FEBR fit {seconds[-1]:.1f} s, tail {tail} ({febr.tail_gain_}), "
+            f"scorer test {febr.stacked_gain_}",
+            flush=True,
+        )
     pooled = {k: tuple(np.concatenate([v[m] for v in runs]) for m in (0, 1)) for k, runs in scores.items()}
     rows = []
     for label, (adg, map_) in pooled.items():

@@ -41,7 +41,18 @@ def compare(units, metric):
     other = max((m for m in units if m not in FEBR), key=mean.get)
     febr = max((m for m in FEBR if m in units), key=mean.get)
     per_user = [np.concatenate([units[m][f]["per_user"][metric] for f in sorted(units[m])]) for m in (febr, other)]
+    if np.array_equal(*per_user):  # FEBR fell back to the other method on every fold
+        return other, mean[other], febr, mean[febr], None
     return other, mean[other], febr, mean[febr], wilcoxon(*per_user).pvalue
+
+
+def verdict(febr_mean, other_mean, p) -> str:
+    """What the row says beside FEBR's mean: identical rankings, a tie (p >= .05), below, or nothing."""
+    if p is None:
+        return " (identical rankings)"
+    if p >= 0.05:
+        return " (tied)"
+    return " (below)" if febr_mean < other_mean else ""
 
 
 def main():
@@ -59,7 +70,10 @@ def main():
                 continue
             for metric in METRICS:
                 other, o, febr, f, p = compare(units, metric)
-                print(f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f} | {p:.2g} |")
+                shown = "1" if p is None else f"{p:.2g}"
+                print(
+                    f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f}{verdict(f, o, p)} | {shown} |"
+                )
 
 
 if __name__ == "__main__":

@@ -504,6 +504,65 @@ def test_a_gain_that_is_noise_falls_back_to_the_tail_base():
     np.testing.assert_array_equal(m.recommend(users, N=20)[0], tail.recommend(users, N=20)[0])
 
 
+@pytest.mark.parametrize("users, seed, disjoint", [(400, 4, True), (80, 3, False)])
+def test_a_tail_choice_that_is_noise_keeps_the_first_base(users, seed, disjoint):
+    """Planted: random data, where Popularity looks best on the selection sample by chance.  With
+    test users of their own (400 users) it loses to the first base there; with too few validation
+    users (80) the test reuses the selection sample, where Popularity gains but not significantly.
+    Either way the tail base stays the first, and FEBR then ranks as it."""
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix((rng.random((users, 60)) < 0.15).astype(float))
+    train, val, _ = holdout(X, val=0.2, test=0.2, random_state=0)
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10), Popularity()], validation_users=200).fit(train, validation=val)
+    selected = m.history_[0]["base_val_adg"]
+    assert max(selected, key=selected.get) == "Popularity"
+    if disjoint:
+        assert m.tail_gain_["gain"] < 0
+    else:
+        assert m.tail_gain_["users"] == np.count_nonzero(np.diff(val.indptr))
+        assert m.tail_gain_["gain"] > 0 and m.tail_gain_["p_value"] >= 0.05
+    assert m.tail_base_ == 0
+    ids = np.arange(train.shape[0])
+    np.testing.assert_array_equal(m.recommend(ids, N=20)[0], m.bases_[0].recommend(ids, N=20)[0])
+
+
+def test_a_significantly_better_base_is_the_tail():
+    """A base that knows the blocks beats Popularity, listed first, on the test users: it is the tail."""
+    train, val, _ = holdout(block_feedback(users=200, items=40, seed=1), val=0.2, test=0.2, random_state=0)
+    m = fast(bases=[Popularity(), ItemKNN(k=10)]).fit(train, validation=val)
+    assert m.tail_base_ == 1
+    assert m.tail_gain_["gain"] > 0 and m.tail_gain_["p_value"] < 0.05
+
+
+def test_the_paired_tests_run_on_users_the_selection_never_saw():
+    """The selection sample (tail choice, early stopping) takes ``validation_users`` users while
+    MIN_CONFIRMATION_USERS others remain, else half of the validation users; the paired tests' users
+    are others; with fewer than 2 x MIN_CONFIRMATION_USERS validation users both are the same sample."""
+    from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, ValidationScores, confirmation_scores
+
+    rng = np.random.default_rng(0)
+    m = MIN_CONFIRMATION_USERS
+    cases = (
+        (300, None, "half"),
+        (300, 300 - 2 * m, 300 - 2 * m),
+        (300, 300 - m + 10, "half"),
+        (2 * m - 10, None, "all"),
+    )
+    for users, limit, selected in cases:
+        X = sp.csr_matrix((rng.random((users, 30)) < 0.3).astype(float))
+        train, val, _ = holdout(X, val=0.2, test=0.0, random_state=0)
+        model = fast(bases=[ItemKNN(k=10), Popularity()], validation_users=limit).fit(train, validation=val)
+        with_val = np.count_nonzero(np.diff(val.indptr))  # nearly every user
+        selection = ValidationScores(model, train, val, np.random.default_rng(0))
+        tests = confirmation_scores(model, train, val, selection, np.random.default_rng(0))
+        if selected != "all":
+            assert selection.users.size == (with_val // 2 if selected == "half" else selected)
+            assert np.intersect1d(selection.users, tests.users).size == 0
+            assert tests.users.size == min(with_val - selection.users.size, limit or with_val)
+        else:
+            assert tests is selection and selection.users.size == with_val
+
+
 def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
     """The decision itself: the trained scorer stays when the mean gain is positive and the paired
     test's p is below ``fallback_p``; the tail base alone (theta = its within-user score) replaces it
@@ -519,7 +578,7 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
 
     monkeypatch.setattr(febr_model.FEBR, "_sgd", trained_sgd)
     for p, gain, kept in ((0.001, 0.01, True), (0.5, 0.01, False), (0.001, -0.001, False)):
-        monkeypatch.setattr(febr_model, "stacked_gain", lambda *a, p=p, g=gain: {"users": 60, "gain": g, "p_value": p})
+        monkeypatch.setattr(febr_model, "paired_gain", lambda *a, p=p, g=gain: {"users": 60, "gain": g, "p_value": p})
         m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
         assert m.stacked_gain_["p_value"] == p
         if kept:

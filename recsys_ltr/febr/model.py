@@ -10,8 +10,9 @@ training features are fitted on ``F``, the pairs are the candidate pools of
 :func:`~recsys_ltr.febr.stacking.build_pool` (every base's top candidates: negatives are the pool's
 non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
-``theta`` starts at the best single base on validation and early stopping keeps the best
-validation ADG, so the model never ends below that base on validation; ``scorer="lambdamart"``
+``theta`` starts at the tail base (the best single base on validation, when a paired test on other
+validation users confirms it beats the first base) and early stopping keeps the best validation
+ADG, so the model never ends below that base on validation; ``scorer="lambdamart"``
 re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
 :mod:`recsys_ltr.febr.training`'s.
 """
@@ -32,7 +33,7 @@ from ..split import sample_users_trusted
 from ..warp import WarpSampler
 from .bases import fit_on, pools_of_label_parts, resolve_bases
 from .dissertation import AffinityFEBR
-from .scoring import ValidationScores, compose, fit_reranker, pool_score, pool_update, stacked_gain
+from .scoring import ValidationScores, compose, confirmation_scores, fit_reranker, paired_gain, pool_score, pool_update
 from .stacking import (
     BaseFeatures,
     context_statistics,
@@ -96,7 +97,9 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         The trained scorer is kept only when it beats the tail base alone on validation users held
         out from the early stopping: a positive mean ADG gain that a one-sided paired Wilcoxon test
         finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
-        users a little and loses more on a few); else FEBR ranks as that base.  ``None``: always kept.
+        users a little and loses more on a few); else FEBR ranks as that base.  The tail base is
+        chosen alike: the best base on validation only when it beats the first base of ``bases`` so
+        (else the first).  ``None``: the best base on validation, and the scorer always kept.
 
     Attributes
     ----------
@@ -106,7 +109,11 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         ``theta`` and the standardisation (over the training pools) of the features named in
         ``feature_names_``.
     tail_base_ : int
-        The base whose order the items outside the head keep (the best on validation).
+        The base whose order the items outside the head keep (the best on validation, when its gain
+        over the first base passes the paired test).
+    tail_gain_ : dict
+        That test's ``users``, mean per-user validation ADG ``gain`` over the first base and
+        ``p_value`` (with validation and ``fallback_p``; not saved).
     trees_ : recsys_ltr.ltr.trees.Trees or None
         The LambdaMART trees (``scorer="lambdamart"``).
     stacked_gain_ : dict
@@ -291,12 +298,9 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
         self._set_trees(None)
-        self.tail_base_ = 0
         val = ValidationScores(self, X, validation, rng) if validation is not None else None
-        if val is not None:
-            base_adg = val.base_adg()
-            self.history_.append({"iteration": 0, "base_val_adg": dict(zip(self.base_names_, base_adg))})
-            self.tail_base_ = int(np.argmax(base_adg))
+        tests = None if val is None or self.fallback_p is None else confirmation_scores(self, X, validation, val, rng)
+        self._choose_tail(val, tests)
         if self.init == "best":
             theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]  # weight 1 on its within-user score
         relevant, irrelevant = pool_relevance(pool, X.shape[1])
@@ -319,14 +323,34 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
             report_stage(bar, _log, "LambdaMART")
             trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
             self._set_trees(trees)
-        if val is not None and self.fallback_p is not None:
+        if tests is not None:
             report_stage(bar, _log, "paired test against the tail base")
-            self.stacked_gain_ = stacked_gain(self, X, validation, val, rng)
-            gain = self.stacked_gain_
-            if not (gain["gain"] > 0 and gain["p_value"] < self.fallback_p):  # noise or a loss: the tail base alone
+            self.stacked_gain_ = paired_gain(tests.adg(per_user=True) - tests.user_adg(self.tail_base_))
+            if not self._significant(self.stacked_gain_):  # noise or a loss: the tail base alone
                 theta[:] = 0.0
                 theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]
                 self._set_trees(None)
+
+    def _choose_tail(self, val, tests):
+        """The tail base: the best on the validation sample ``val`` when it also beats the first base
+        on the test users ``tests``; when those are ``val`` itself (few validation users), only a
+        significant gain counts, else the first base stays (a choice among several bases on a few
+        users is noise: msweb's novelty protocol has 16 validation users)."""
+        self.tail_base_ = 0
+        if val is None:
+            return
+        base_adg = val.base_adg()
+        self.history_.append({"iteration": 0, "base_val_adg": dict(zip(self.base_names_, base_adg))})
+        best = int(np.argmax(base_adg))
+        if tests is None:
+            self.tail_base_ = best
+            return
+        self.tail_gain_ = paired_gain(tests.user_adg(best) - tests.user_adg(0))
+        self.tail_base_ = best if self._significant(self.tail_gain_, 1.0 if tests is not val else None) else 0
+
+    def _significant(self, gain: dict, p=None) -> bool:
+        """A positive mean gain at a one-sided ``p_value`` below ``p`` (default ``fallback_p``)."""
+        return gain["gain"] > 0 and gain["p_value"] < (self.fallback_p if p is None else p)
 
     def _refit(self, X):
         """The bases refitted on all of ``X`` after training on a held-out split."""

@@ -22,13 +22,22 @@ from .stacking import base_scores, build_pool, user_blocks
 
 __all__ = [
     "LAMBDAMART_SETTINGS",
+    "MIN_CONFIRMATION_USERS",
     "ValidationScores",
     "compose",
+    "confirmation_scores",
     "fit_reranker",
+    "paired_gain",
     "pool_score",
     "pool_update",
-    "stacked_gain",
 ]
+
+#: The paired tests (the tail base against the first base, the scorer against the tail base) run
+#: on validation users that the tail choice and the early stopping never saw, the others of the
+#: selection sample: when its limit would leave fewer than this many, the selection sample takes
+#: half of the validation users; with fewer than twice as many validation users, the tests reuse
+#: the selection sample (optimistic: the tail base then needs a significant gain).
+MIN_CONFIRMATION_USERS = 50
 
 
 @njit(cache=True, inline="always")
@@ -132,6 +141,10 @@ class ValidationScores:
         most = model._validation_limit(X.shape[1])
         if most is not None:
             limit = min(limit, most)
+        if exclude is None:  # the selection sample leaves the tests users of their own (MIN_CONFIRMATION_USERS)
+            n = np.count_nonzero(np.diff(validation.indptr))
+            if n - limit < MIN_CONFIRMATION_USERS <= n // 2:
+                limit = n // 2
         users = sample_users_trusted(validation, limit, rng, exclude)
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.rows = X[users]
@@ -179,10 +192,9 @@ class ValidationScores:
         scores = compose(self.S, self.model.tail_base_, (indptr, items), key)  # one block: the sample is bounded
         return self._evaluate(lambda ids: scores[self.position[ids]], per_user)
 
-    def tail_adg(self) -> np.ndarray:
-        """Each validation user's ADG under the tail base alone."""
-        tail = self.model.tail_base_
-        return self._evaluate(lambda ids: self.S[self.position[ids], tail, :], per_user=True)
+    def user_adg(self, base: int) -> np.ndarray:
+        """Each validation user's ADG under base ``base`` alone."""
+        return self._evaluate(lambda ids: self.S[self.position[ids], base, :], per_user=True)
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
@@ -215,13 +227,17 @@ def fit_reranker(model, pool, X, validation, val, rng):
     return best[1], best[2]
 
 
-def stacked_gain(model, X, validation, val, rng) -> dict:
-    """Paired test of the fitted scorer against its tail base alone: a one-sided Wilcoxon
-    signed-rank test of the per-user validation ADG gain over validation users held out from the
-    early stopping (``val.users``; those users themselves when fewer than 50 others remain).
-    Returns ``{"users", "gain", "p_value"}``."""
+def confirmation_scores(model, X, validation, val, rng) -> ValidationScores:
+    """The paired tests' users: validation users outside the selection sample ``val`` (up to the
+    same limit), or ``val`` itself when fewer than :data:`MIN_CONFIRMATION_USERS` remain."""
     others = np.setdiff1d(np.flatnonzero(np.diff(validation.indptr) > 0), val.users)
-    scores = ValidationScores(model, X, validation, rng, exclude=val.users) if others.size >= 50 else val
-    gain = scores.adg(per_user=True) - scores.tail_adg()
+    if others.size < MIN_CONFIRMATION_USERS:
+        return val
+    return ValidationScores(model, X, validation, rng, exclude=val.users)
+
+
+def paired_gain(gain: np.ndarray) -> dict:
+    """``{"users", "gain", "p_value"}`` of per-user ADG gains: their mean and a one-sided Wilcoxon
+    signed-rank test that they are positive (``p = 1`` when every gain is zero)."""
     p = 1.0 if not np.any(gain) else float(wilcoxon(gain, alternative="greater", zero_method="wilcox").pvalue)
     return {"users": int(gain.size), "gain": float(gain.mean()), "p_value": p}
