@@ -10,9 +10,8 @@ training features are fitted on ``F``, the pairs are the candidate pools of
 :func:`~recsys_ltr.febr.stacking.build_pool` (every base's top candidates: negatives are the pool's
 non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
-``theta`` starts at the tail base (the best single base on validation, when a paired test on other
-validation users confirms it beats the first base) and early stopping keeps the best validation
-ADG, so the model never ends below that base on validation; ``scorer="lambdamart"``
+``theta`` starts at the tail base (the best single base on validation) and early stopping keeps the
+best validation ADG, so the model never ends below that base on validation; ``scorer="lambdamart"``
 re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
 :mod:`recsys_ltr.febr.training`'s.
 """
@@ -86,7 +85,9 @@ class FEBR(OptADGRecommender):
 beta, eval_every, early_stopping, validation_users, random_state, num_threads, show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
         bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
-        the label users of the bases' grid search.
+        the label users of the bases' grid search, and the selection sample (tail base, early
+        stopping) leaves the paired tests below users of their own
+        (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
     init : {"best", "zeros"}
         Starting ``theta``: weight 1 on the within-user score of the best base on validation.
     lambdamart_params : dict, optional
@@ -97,9 +98,9 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         The trained scorer is kept only when it beats the tail base alone on validation users held
         out from the early stopping: a positive mean ADG gain that a one-sided paired Wilcoxon test
         finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
-        users a little and loses more on a few); else FEBR ranks as that base.  The tail base is
-        chosen alike: the best base on validation only when it beats the first base of ``bases`` so
-        (else the first).  ``None``: the best base on validation, and the scorer always kept.
+        users a little and loses more on a few); else FEBR ranks as that base.  With too few
+        validation users to hold any out, the tail base too: the best base only when it beats the
+        first of ``bases`` so (else the first).  ``None``: the scorer always kept.
 
     Attributes
     ----------
@@ -109,11 +110,11 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         ``theta`` and the standardisation (over the training pools) of the features named in
         ``feature_names_``.
     tail_base_ : int
-        The base whose order the items outside the head keep (the best on validation, when its gain
-        over the first base passes the paired test).
-    tail_gain_ : dict
+        The base whose order the items outside the head keep (the best on validation; with too few
+        validation users, only when it beats the first base significantly).
+    tail_gain_ : dict or None
         That test's ``users``, mean per-user validation ADG ``gain`` over the first base and
-        ``p_value`` (with validation and ``fallback_p``; not saved).
+        ``p_value`` (``None`` when it is not needed; not saved).
     trees_ : recsys_ltr.ltr.trees.Trees or None
         The LambdaMART trees (``scorer="lambdamart"``).
     stacked_gain_ : dict
@@ -332,25 +333,26 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
                 self._set_trees(None)
 
     def _choose_tail(self, val, tests):
-        """The tail base: the best on the validation sample ``val`` when it also beats the first base
-        on the test users ``tests``; when those are ``val`` itself (few validation users), only a
-        significant gain counts, else the first base stays (a choice among several bases on a few
-        users is noise: msweb's novelty protocol has 16 validation users)."""
-        self.tail_base_ = 0
+        """The tail base: the best by the ADG of every validation user (the selection sample ``val``
+        and the test users ``tests``).  When the tests must reuse ``val`` (fewer than
+        2 x MIN_CONFIRMATION_USERS validation users), a choice among several bases is noise (msweb's
+        novelty protocol: 16 users): the first base stays unless the best beats it significantly."""
+        self.tail_base_, self.tail_gain_ = 0, None
         if val is None:
             return
         base_adg = val.base_adg()
+        if tests is not None and tests is not val:
+            m, n = val.users.size, tests.users.size
+            base_adg = (m * base_adg + n * tests.base_adg()) / (m + n)
         self.history_.append({"iteration": 0, "base_val_adg": dict(zip(self.base_names_, base_adg))})
-        best = int(np.argmax(base_adg))
-        if tests is None:
-            self.tail_base_ = best
-            return
-        self.tail_gain_ = paired_gain(tests.user_adg(best) - tests.user_adg(0))
-        self.tail_base_ = best if self._significant(self.tail_gain_, 1.0 if tests is not val else None) else 0
+        self.tail_base_ = int(np.argmax(base_adg))
+        if tests is val:
+            self.tail_gain_ = paired_gain(val.user_adg(self.tail_base_) - val.user_adg(0))
+            self.tail_base_ = self.tail_base_ if self._significant(self.tail_gain_) else 0
 
-    def _significant(self, gain: dict, p=None) -> bool:
-        """A positive mean gain at a one-sided ``p_value`` below ``p`` (default ``fallback_p``)."""
-        return gain["gain"] > 0 and gain["p_value"] < (self.fallback_p if p is None else p)
+    def _significant(self, gain: dict) -> bool:
+        """A positive mean gain at a one-sided ``p_value`` below ``fallback_p``."""
+        return gain["gain"] > 0 and gain["p_value"] < self.fallback_p
 
     def _refit(self, X):
         """The bases refitted on all of ``X`` after training on a held-out split."""

@@ -32,11 +32,10 @@ __all__ = [
     "pool_update",
 ]
 
-#: The paired tests (the tail base against the first base, the scorer against the tail base) run
-#: on validation users that the tail choice and the early stopping never saw, the others of the
-#: selection sample: when its limit would leave fewer than this many, the selection sample takes
-#: half of the validation users; with fewer than twice as many validation users, the tests reuse
-#: the selection sample (optimistic: the tail base then needs a significant gain).
+#: The scorer's paired test runs on validation users that the early stopping never saw, the others
+#: of the selection sample: when its limit would leave fewer than this many, the selection sample
+#: takes half of the validation users; with fewer than twice as many validation users, the test
+#: reuses the selection sample (optimistic), and the tail base must beat the first base significantly.
 MIN_CONFIRMATION_USERS = 50
 
 

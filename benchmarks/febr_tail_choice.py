@@ -1,0 +1,96 @@
+"""Which tail base do the command line's FEBR-stack and FEBR-rerank units choose?
+
+For each fold and protocol of a committed table (``eval/results/<data set>/<protocol>/results.csv``
+gives each base's tuned setting), the unit's FEBR is built and fitted as the CLI does, and the fit is
+stopped right after the tail choice: printed are the best base on the selection sample, the tail
+base chosen, the paired test against the first base (``tail_gain_``) and the sizes of the selection
+and test samples.  Where every unit keeps the committed table's choice and sample, a change of the
+tail rule leaves that table as it is::
+
+    RECSYS_LTR_DATA=../shared/datasets python benchmarks/febr_tail_choice.py movielens-1m-implicit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pandas as pd
+
+from recsys_ltr import datasets, split
+from recsys_ltr.eval import runner
+from recsys_ltr.febr import FEBR
+
+
+class _Chosen(Exception):
+    """Raised right after the tail choice: the rest of the fit is not needed."""
+
+
+def stop_after_tail_choice(record: dict):
+    """Patch ``FEBR._choose_tail`` to fill ``record`` and stop the fit."""
+    choose = FEBR._choose_tail
+
+    def patched(self, val, tests):
+        choose(self, val, tests)
+        adg = self.history_[0]["base_val_adg"]
+        record.update(
+            best=list(adg)[int(np.argmax(list(adg.values())))],
+            tail=self.base_names_[self.tail_base_],
+            test=getattr(self, "tail_gain_", None),
+            selection=int(val.users.size),
+            tests=None if tests is None else int(tests.users.size),
+        )
+        raise _Chosen
+
+    FEBR._choose_tail = patched
+
+
+def tuned(results: pd.DataFrame, fold: int) -> dict:
+    """``{method: FoldResult-like with .params}`` of one fold of a results table."""
+    done = {}
+    for method, rows in results[results.fold == fold].groupby("method"):
+        done[method] = runner.FoldResult.__new__(runner.FoldResult)
+        done[method].params = json.loads(rows.params.iloc[0])
+    return done
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("--results", default="eval/results")
+    parser.add_argument("--methods", default="FEBR-stack,FEBR-rerank")
+    args = parser.parse_args()
+    X = datasets.load(args.dataset).matrix
+    record = {}
+    stop_after_tail_choice(record)
+    for protocol in ("standard", "novelty"):
+        results = pd.read_csv(f"{args.results}/{args.dataset}/{protocol}/results.csv")
+        top = 100 if protocol == "novelty" else None
+        push_down = None if top is None else split.top_items_trusted(X, top)
+        for fold, (train, val, test) in enumerate(split.folds(X, n_folds=3, random_state=0, exclude_top=top)):
+            for name in args.methods.split(","):
+                context = runner.stack_context(runner.get_method(name), tuned(results, fold), top, X.shape[1])
+                record.clear()
+                try:
+                    runner.run_unit(
+                        name,
+                        fold,
+                        train,
+                        val,
+                        test,
+                        budget="quick",
+                        k=10,
+                        random_state=fold,
+                        num_threads=1,
+                        context=context,
+                        protocol=protocol,
+                        push_down=push_down,
+                    )
+                except _Chosen:
+                    pass
+                print(args.dataset, protocol, fold, name, record, flush=True)
+
+
+if __name__ == "__main__":
+    main()
