@@ -68,25 +68,13 @@ def main():
         results = pd.read_csv(f"{args.results}/{args.dataset}/{protocol}/results.csv")
         top = 100 if protocol == "novelty" else None
         push_down = None if top is None else split.top_items_trusted(X, top)
-        for fold, (train, val, test) in enumerate(split.folds(X, n_folds=3, random_state=0, exclude_top=top)):
+        settings = {"budget": "quick", "k": 10, "num_threads": 1, "protocol": protocol, "push_down": push_down}
+        for fold, parts in enumerate(split.folds(X, n_folds=3, random_state=0, exclude_top=top)):
             for name in args.methods.split(","):
                 context = runner.stack_context(runner.get_method(name), tuned(results, fold), top, X.shape[1])
                 record.clear()
                 try:
-                    runner.run_unit(
-                        name,
-                        fold,
-                        train,
-                        val,
-                        test,
-                        budget="quick",
-                        k=10,
-                        random_state=fold,
-                        num_threads=1,
-                        context=context,
-                        protocol=protocol,
-                        push_down=push_down,
-                    )
+                    runner.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
                 except _Chosen:
                     pass
                 print(args.dataset, protocol, fold, name, record, flush=True)

@@ -85,11 +85,10 @@ class FEBR(OptADGRecommender):
 beta, eval_every, early_stopping, validation_users, random_state, num_threads, show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
         bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
-        the label users of the bases' grid search, and the selection sample (tail base, early
-        stopping) leaves the paired tests below users of their own
-        (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
+        the label users of the bases' grid search, and the early-stopping sample leaves the paired
+        test below users of their own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
     init : {"best", "zeros"}
-        Starting ``theta``: weight 1 on the within-user score of the best base on validation.
+        Starting ``theta``: weight 1 on the within-user score of the tail base.
     lambdamart_params : dict, optional
         LightGBM parameters over :data:`recsys_ltr.ltr.trees.DEFAULTS` (up to 500 rounds at
         learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two

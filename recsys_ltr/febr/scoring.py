@@ -227,8 +227,8 @@ def fit_reranker(model, pool, X, validation, val, rng):
 
 
 def confirmation_scores(model, X, validation, val, rng) -> ValidationScores:
-    """The paired tests' users: validation users outside the selection sample ``val`` (up to the
-    same limit), or ``val`` itself when fewer than :data:`MIN_CONFIRMATION_USERS` remain."""
+    """The scorer's paired test users: validation users outside the early-stopping sample ``val``
+    (up to the same limit), or ``val`` itself when fewer than :data:`MIN_CONFIRMATION_USERS` remain."""
     others = np.setdiff1d(np.flatnonzero(np.diff(validation.indptr) > 0), val.users)
     if others.size < MIN_CONFIRMATION_USERS:
         return val
