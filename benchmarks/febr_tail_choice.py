@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -47,11 +48,11 @@ def stop_after_tail_choice(record: dict):
 
 
 def tuned(results: pd.DataFrame, fold: int) -> dict:
-    """``{method: FoldResult-like with .params}`` of one fold of a results table."""
+    """``{method: the chosen setting as .params}`` of one fold of a results table (what
+    ``runner.stack_context`` reads of a FoldResult)."""
     done = {}
     for method, rows in results[results.fold == fold].groupby("method"):
-        done[method] = runner.FoldResult.__new__(runner.FoldResult)
-        done[method].params = json.loads(rows.params.iloc[0])
+        done[method] = SimpleNamespace(params=json.loads(rows.params.iloc[0]))
     return done
 
 

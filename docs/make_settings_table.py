@@ -63,9 +63,8 @@ def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]], 
     names, chosen, select = [], {}, "ADG"
     for path in sorted(RESULTS.glob(f"*/{protocol}/summary.json")):
         payload = json.loads(path.read_text())
-        dataset = payload["meta"].get(
-            "dataset", path.parent.parent.name
-        )  # one column per data set, however many folders
+        # one column per data set, however many result folders hold it
+        dataset = payload["meta"].get("dataset", path.parent.parent.name)
         if dataset not in names:
             names.append(dataset)
         select = payload["meta"].get("select", "ADG")

@@ -9,6 +9,8 @@ the iterates after every update, for their average)``.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 from numba import njit, prange
 from scipy.stats import wilcoxon
@@ -177,11 +179,17 @@ class ValidationScores:
         )
         return result.per_user["ADG"] if per_user else result["ADG"]
 
+    @cached_property
+    def _base_user_adg(self) -> list[np.ndarray]:
+        """Each base's per-user validation ADG, evaluated once for the tail choice and the tests."""
+        return [
+            self._evaluate(lambda ids, b=b: self.S[self.position[ids], b, :], per_user=True)
+            for b in range(self.S.shape[1])
+        ]
+
     def base_adg(self) -> np.ndarray:
-        """Validation ADG of every base alone."""
-        return np.array(
-            [self._evaluate(lambda ids, b=b: self.S[self.position[ids], b, :]) for b in range(self.S.shape[1])]
-        )
+        """Validation ADG of every base alone (the mean of its users', as ``evaluate`` takes it)."""
+        return np.array([adg.mean() for adg in self._base_user_adg])
 
     def adg(self, scorer=None, per_user=False):
         """Validation ADG of ``scorer`` (``theta`` or trees; ``None``: the fitted one), or each
@@ -193,7 +201,7 @@ class ValidationScores:
 
     def user_adg(self, base: int) -> np.ndarray:
         """Each validation user's ADG under base ``base`` alone."""
-        return self._evaluate(lambda ids: self.S[self.position[ids], base, :], per_user=True)
+        return self._base_user_adg[base]
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
