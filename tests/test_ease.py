@@ -221,24 +221,49 @@ def test_sparse_recommend_and_similar_items_match_the_weights():
         assert i not in ids[i] and np.count_nonzero(B[i]) == valid.sum()
 
 
+def regularised_gram(X, lam):
+    """``X^T X + lam I`` as EASE's fit forms it from :func:`_gram`."""
+    A, norms = ease_module._gram(X)
+    A.setdiag(norms + lam)
+    return A
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_regularised_gram_equals_the_textbook_sum(seed):
+def test_gram_equals_the_textbook_sum(seed):
     rng = np.random.default_rng(seed)
     X = sp.random(40, 25, density=0.15, random_state=seed, format="csr")
     X.data = rng.integers(1, 4, X.nnz).astype(np.float64)  # weighted feedback
     X = sp.csr_matrix(X.toarray() * (np.arange(25) % 7 != 3))  # items without interactions
-    lam = float(rng.uniform(0.1, 1000.0))
-    A = ease_module._regularised_gram(X, lam)
-    expected = (X.T @ X).toarray() + lam * np.eye(25)
-    assert A.format == "csr" and A.has_sorted_indices
-    np.testing.assert_array_equal(A.diagonal(), expected.diagonal())  # exactly lam, not sqrt(lam)^2
-    np.testing.assert_allclose(A.toarray(), expected, rtol=1e-15)
+    G, norms = ease_module._gram(X)
+    expected = (X.T @ X).toarray()
+    assert G.format == "csr" and G.has_sorted_indices
+    assert np.all(np.diff(G.indptr) > 0) and np.all(G[np.arange(25), np.arange(25)].A1 != 0)  # every diagonal stored
+    np.testing.assert_array_equal(norms, expected.diagonal())
+    off = ~np.eye(25, dtype=bool)
+    np.testing.assert_allclose(G.toarray()[off], expected[off], rtol=1e-15)
+
+
+@pytest.mark.parametrize("solver", ["dense", "sparse"])
+def test_a_grid_over_regularization_shares_one_gram_and_equals_separate_fits(solver, monkeypatch):
+    X = sp.csr_matrix(random_matrix(0, n_users=40, n_items=25))
+    grid = [{"regularization": v} for v in (5.0, 0.5, 50.0)]
+    calls, gram = [], ease_module._gram
+    monkeypatch.setattr(ease_module, "_gram", lambda X: calls.append(1) or gram(X))
+    models = list(EASE(solver=solver, k=6)._fit_grid_trusted(X, grid))
+    assert len(calls) == 1
+    for model, setting in zip(models, grid):  # a later fit sees the Gram matrix untouched by the earlier ones
+        assert model.regularization == setting["regularization"] and not hasattr(model, "_shared_gram")
+        alone = EASE(solver=solver, k=6, **setting).fit(X)
+        np.testing.assert_array_equal(model.score(np.arange(40)), alone.score(np.arange(40)))
+    calls.clear()
+    mixed = [{"regularization": 5.0, "k": 3}, {"regularization": 5.0, "k": 6}]
+    assert [m.k for m in EASE(solver=solver)._fit_grid_trusted(X, mixed)] == [3, 6] and len(calls) == 2
 
 
 @pytest.mark.kernels
 @pytest.mark.parametrize("seed", range(3))
 def test_fsai_pattern_sizes_count_earlier_neighbours(seed):
-    A = ease_module._regularised_gram(sp.csr_matrix(random_matrix(seed, n_items=30)), 1.0)
+    A = regularised_gram(sp.csr_matrix(random_matrix(seed, n_items=30)), 1.0)
     rank = np.random.default_rng(seed).permutation(30)
     for k in (1, 3, 29):
         indptr = fsai_pattern_sizes(A, rank, k)

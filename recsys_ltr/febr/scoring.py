@@ -20,7 +20,7 @@ from .._threads import check_num_threads
 from ..ltr.trees import fit_lambdamart
 from ..metrics import evaluate_trusted, ranked_last
 from ..split import sample_users_trusted
-from .stacking import base_scores, build_pool, user_blocks
+from .stacking import build_pool, stacked_scores, user_blocks
 
 __all__ = [
     "LAMBDAMART_SETTINGS",
@@ -149,7 +149,7 @@ class ValidationScores:
         users = sample_users_trusted(validation, limit, rng, exclude)
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.rows = X[users]
-        self.S = np.stack([base_scores(b, self.rows, users).astype(np.float32) for b in model.bases_], axis=1)
+        self.S = stacked_scores(model.bases_, self.rows, users, dtype=np.float32)
         self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
         self.position[users] = np.arange(users.size)

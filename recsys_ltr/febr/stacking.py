@@ -244,9 +244,13 @@ def base_scores(base, rows, ids, recalculate=False) -> np.ndarray:
     return np.ascontiguousarray(base._score_rows(rows, ids, recalculate), dtype=np.float64)
 
 
-def stacked_scores(bases, rows, ids, recalculate=False) -> np.ndarray:
-    """``(B, n_bases, n_items)`` scores of every base for a block of users (:func:`base_scores`)."""
-    return np.stack([base_scores(b, rows, ids, recalculate) for b in bases], axis=1)
+def stacked_scores(bases, rows, ids, recalculate=False, dtype=np.float64) -> np.ndarray:
+    """``(B, n_bases, n_items)`` scores of every base for a block of users (:func:`base_scores`),
+    written into one array of ``dtype`` (no stacked copy)."""
+    out = np.empty((rows.shape[0], len(bases), rows.shape[1]), dtype)
+    for b, base in enumerate(bases):
+        out[:, b, :] = base_scores(base, rows, ids, recalculate)
+    return out
 
 
 # ------------------------------------------------------------------------------ pools

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
+from sklearn.base import clone
 
 from .. import _memory
 from .._progress import progress
@@ -140,14 +141,29 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        A = _regularised_gram(X, self.regularization)
-        self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside A
+        shared = self.__dict__.pop("_shared_gram", None)  # set by _fit_grid_trusted for this X
+        gram, norms = shared or _gram(X)
+        self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside the Gram matrix
         if self.solver_ == "dense":
-            dense = A.toarray().T  # Fortran-ordered and, A being symmetric, equal to A
-            del A
+            dense = gram.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
+            del gram
+            dense[np.diag_indices_from(dense)] = norms + self.regularization
             self.B_, self.factor_ = self._dense_weights(dense), None
         else:
+            A = gram.copy() if shared else gram
+            A.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
             self.B_, self.factor_ = None, self._sparse_factor(A)
+
+    def _fit_grid_trusted(self, X, grid):
+        """A grid over ``regularization`` alone: one Gram matrix ``X^T X`` for every λ."""
+        if not all(set(setting) == {"regularization"} for setting in grid):
+            yield from super()._fit_grid_trusted(X, grid)
+            return
+        shared = _gram(X)
+        for setting in grid:
+            model = clone(self).set_params(**setting)
+            model._shared_gram = shared
+            yield model._fit_trusted(X)
 
     def _fit_outcome(self) -> str:
         return f" ({self.solver_} solve)"
@@ -244,20 +260,20 @@ class EASE(Recommender):
             raise ValueError("factor_ must be finite with a positive diagonal")
 
 
-def _regularised_gram(X, lam):
-    """``X^T X + lam I`` as CSR with sorted indices, in the memory of the result alone.
+def _gram(X):
+    """``(G, norms)``: ``G = X^T X`` as CSR with sorted indices and every diagonal entry stored (its
+    values are not the Gram matrix's: :meth:`EASE._fit` sets the diagonal to ``norms + λ``), in the
+    memory of the result alone; ``norms``: the squared column norms ``||X_:j||^2``.
 
-    One sparse product of ``Y = [X; sqrt(lam) I]`` with itself (so every diagonal entry is stored,
-    even of an item without interactions) gives ``Y^T Y`` in CSC, read as CSR since it is
-    symmetric; its diagonal is then set to exactly ``||X_:j||^2 + lam``.  Adding ``lam I`` to
-    ``X^T X`` instead holds three copies of the Gram matrix at its peak.
+    One sparse product of ``Y = [X; I]`` with itself (so every diagonal entry is stored, even of an
+    item without interactions) gives ``Y^T Y`` in CSC, read as CSR since it is symmetric.  Adding
+    ``λ I`` to ``X^T X`` instead holds three copies of the Gram matrix at its peak.
     """
     n = X.shape[1]
-    Y = sp.vstack([X, sp.identity(n, format="csr") * np.sqrt(lam)], format="csr")
-    A = (Y.T @ Y).T.tocsr()  # no copy when the product is CSC (scipy's choice for CSC @ CSR)
-    A.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)  # in place: every entry exists
-    A.sort_indices()
-    return A
+    Y = sp.vstack([X, sp.identity(n, format="csr")], format="csr")
+    G = (Y.T @ Y).T.tocsr()  # no copy when the product is CSC (scipy's choice for CSC @ CSR)
+    G.sort_indices()
+    return G, np.asarray(X.multiply(X).sum(axis=0)).ravel()
 
 
 def _size(n_bytes):
