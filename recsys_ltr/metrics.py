@@ -88,6 +88,7 @@ __all__ = [
     "EvaluationResult",
     "evaluate",
     "evaluate_trusted",
+    "metric_name",
     "rank_test_items",
     "ranked_last",
     "retrieval_metrics",
@@ -572,6 +573,21 @@ def _check_matrices(train, test, exclude, *, allow_empty_train=False, names=("tr
 
 def _empty_like(X) -> sp.csr_matrix:
     return sp.csr_matrix((np.zeros(0), np.zeros(0, INDEX_DTYPE), np.zeros(X.shape[0] + 1, INDEX_DTYPE)), shape=X.shape)
+
+
+def metric_name(spec, n_items, k=10) -> str:
+    """The result name of one metric ``spec`` (``"recall@20"`` -> ``"REC@20"``, bare cutoff metrics
+    at ``k``) on a catalogue of ``n_items`` items; an unknown name raises ``ValueError``.
+
+    Examples
+    --------
+    >>> from recsys_ltr.metrics import metric_name
+    >>> metric_name("Recall@20", n_items=100), metric_name("adg", n_items=100), metric_name("P", n_items=100, k=5)
+    ('REC@20', 'ADG', 'P@5')
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"a metric name must be a str, got {spec!r}")
+    return _parse_metrics((spec,), k, n_items)[0][0]
 
 
 def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:

@@ -522,6 +522,19 @@ def test_grid_drops_k_beyond_the_catalogue():
     assert get_method("ALS").main_values("quick", (5, 5)) == (20, 50, 100)  # not a neighbourhood size
 
 
+def test_stacking_judges_its_validation_by_the_protocols_selection_metric():
+    """FEBR-stack's constructor arguments: its tuned bases, and the fixed protocol's REC@k as FEBR's own
+    validation metric (the holdout protocols select on ADG, FEBR's default: nothing added)."""
+    done = {"KUNN": _result("KUNN", 0, 0.2), "item-p": _result("item-p", 0, 0.3)}  # settings {"k": 10}
+    stack = get_method("FEBR-stack")
+    standard = runner.stack_context(stack, done, None, 100, runner.selection_metric("standard", 10))
+    assert "validation_metric" not in standard and [n for n, _ in standard["bases"]] == ["KUNN", "item-p"]
+    fixed = runner.stack_context(stack, done, None, 100, runner.selection_metric("fixed", 20))
+    assert fixed == {**standard, "validation_metric": "REC@20"}
+    model = runner.build(stack, {}, 0, 1, fixed)
+    assert model.validation_metric == "REC@20" and runner.stack_context(get_method("EASE"), done) == {}
+
+
 # ----------------------------------------------------------------------------- table writer
 def _result(method, fold, adg, per_user=None, users=None):
     test = dict.fromkeys(METRICS, adg)

@@ -83,6 +83,14 @@ def test_early_stopping_keeps_best_theta(planted):
     assert evaluate(model, train, val)["ADG"] == pytest.approx(best["val_adg"])
 
 
+def test_early_stopping_on_another_validation_metric(planted):
+    train, val, _ = planted
+    model = small(learning_rate=5.0, early_stopping=1, validation_metric="P@5").fit(train, validation=val)
+    best = max(model.history_, key=lambda r: r.get("val_p@5", -1.0))
+    assert model.best_iteration_ == best["iteration"] and not any("val_adg" in r for r in model.history_)
+    assert evaluate(model, train, val, metrics=["P@5"])["P@5"] == pytest.approx(best["val_p@5"])
+
+
 def test_label_holdout_trains_on_the_feature_part(planted):
     """holdout > 0: features, statistics and KNN from F, positives from L, items of F never violate."""
     from recsys_ltr.split import holdout

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_febr import block_feedback
 
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
-from recsys_ltr.febr.scoring import _compose_kernel
+from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, _compose_kernel
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
     Pool,
@@ -536,11 +536,32 @@ def test_the_tail_base_is_the_best_over_every_validation_user():
     np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
 
 
+def test_every_validation_decision_uses_the_validation_metric():
+    """``validation_metric="Recall@5"``: the tail base is the best by validation REC@5 (its recorded
+    values are ``evaluate``'s), early stopping and the paired test judge by it, and no ADG is taken."""
+    train, val, _ = holdout(block_feedback(users=200, items=40, seed=1), val=0.2, test=0.2, random_state=0)
+    m = fast(bases=[Popularity(), ItemKNN(k=10)], validation_users=None, validation_metric="Recall@5")
+    m.fit(train, validation=val)
+    selected = m.history_[0]["base_val_rec@5"]
+    every = [evaluate(b, train, val, metrics=["REC@5"])["REC@5"] for b in m.bases_]
+    np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
+    assert m.base_names_[m.tail_base_] == max(selected, key=selected.get)
+    assert all("val_rec@5" in h for h in m.history_[1:]) and not any("val_adg" in h for h in m.history_)
+    assert max(h["val_rec@5"] for h in m.history_[1:]) >= m.history_[1]["val_rec@5"]  # the start is kept or beaten
+    assert m.stacked_gain_["users"] >= MIN_CONFIRMATION_USERS
+    with pytest.raises(ValueError, match="unknown metric"):
+        fast(bases=[Popularity()], validation_metric="Recall5").fit(train, validation=val)
+    with pytest.raises(ValueError, match="cutoff"):
+        fast(bases=[Popularity()], validation_metric=f"REC@{train.shape[1] + 1}").fit(train, validation=val)
+    with pytest.raises(TypeError, match="validation_metric"):
+        fast(bases=[Popularity()], validation_metric=("ADG",)).fit(train)
+
+
 def test_the_paired_tests_run_on_users_the_selection_never_saw():
     """The selection sample (tail choice, early stopping) takes ``validation_users`` users while
     MIN_CONFIRMATION_USERS others remain, else half of the validation users; the paired tests' users
     are others; with fewer than 2 x MIN_CONFIRMATION_USERS validation users both are the same sample."""
-    from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, ValidationScores, confirmation_scores
+    from recsys_ltr.febr.scoring import ValidationScores, confirmation_scores
 
     rng = np.random.default_rng(0)
     m = MIN_CONFIRMATION_USERS

@@ -196,18 +196,20 @@ def build(method, params, random_state=None, num_threads=0, context=None):
     return model
 
 
-def stack_context(method, fold_results, exclude_top=None, n_items=None) -> dict | None:
+def stack_context(method, fold_results, exclude_top=None, n_items=None, select="ADG") -> dict | None:
     """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold of ``n_items``
     items: ``bases``, the ``[name, params]`` chosen for each base method it stacks there
-    (``Method.stacked``) in ``fold_results`` (name -> FoldResult; a skipped one is left out), and
-    ``label_exclude_top`` under the novelty protocol.  ``{}`` for the other methods, ``None`` when
-    no base ran."""
+    (``Method.stacked``) in ``fold_results`` (name -> FoldResult; a skipped one is left out),
+    ``label_exclude_top`` under the novelty protocol and, when the protocol selects settings on
+    another metric than ADG (``select``), ``validation_metric``: FEBR's own validation decisions
+    judge by what the protocol judges.  ``{}`` for the other methods, ``None`` when no base ran."""
     if not method.stack_on:
         return {}
     bases = [[n, fold_results[n].params] for n in method.stacked(n_items) if n in fold_results]
     if not bases:
         return None
-    return {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
+    context = {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
+    return context | ({"validation_metric": select} if select != "ADG" else {})
 
 
 def _fitter(method, train, val, random_state, num_threads, context=None):
@@ -753,7 +755,9 @@ def run_experiment(
             wave = [unit for unit in units if bool(get_method(unit[0]).stack_on) == stacking]
             for name, fold in wave if stacking else ():
                 done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
-                contexts[(name, fold)] = stack_context(get_method(name), done, exclude_top, X.shape[1])
+                contexts[(name, fold)] = stack_context(
+                    get_method(name), done, exclude_top, X.shape[1], selection_metric(protocol, k)
+                )
                 if contexts[(name, fold)] is None:
                     outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
             if cache and read_cache:

@@ -111,8 +111,8 @@ class AffinityFEBR(OptADGRecommender):
     affinity_params : dict, optional
         Keyword arguments of the affinity's builder (e.g. ``{"l1": 0.1}`` for slim).
     holdout, label_exclude_top, validation_fraction, refit, regularization, learning_rate, \
-max_iter, gamma, beta, eval_every, early_stopping, validation_users, random_state, num_threads, \
-show_progress :
+max_iter, gamma, beta, eval_every, early_stopping, validation_users, validation_metric, random_state, \
+num_threads, show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` rebuilds
         the affinities on all of ``X``.
     init : {"sum", "zeros"}
@@ -165,6 +165,7 @@ show_progress :
         eval_every=50_000,
         early_stopping=5,
         validation_users=1000,
+        validation_metric="ADG",
         init="sum",
         random_state=None,
         num_threads=0,
@@ -186,6 +187,7 @@ show_progress :
         self.eval_every = eval_every
         self.early_stopping = early_stopping
         self.validation_users = validation_users
+        self.validation_metric = validation_metric
         self.init = init
         self.random_state = random_state
         self.num_threads = num_threads
@@ -256,13 +258,15 @@ show_progress :
             theta[:] = self._sgd(sampler, state, (_febr_score, _febr_update, rows), theta, state[14], validate, bar)
 
     def _validator(self, X, validation, rng):
-        """``theta -> validation ADG`` over at most ``validation_users`` validation users."""
+        """``theta -> validation value`` (``validation_metric``) over at most ``validation_users``
+        validation users."""
         users = sample_users_trusted(validation, self._validation_limit(X.shape[1]), rng)
+        metric = self._validation_metric(X.shape[1])
 
         def validate(coef):
             score = lambda ids: self._linear_scores(X[ids], ids, False, coef)  # noqa: E731
-            return evaluate_trusted(score, X, validation, None, ["ADG"], users=users, num_threads=self.num_threads)[
-                "ADG"
+            return evaluate_trusted(score, X, validation, None, [metric], users=users, num_threads=self.num_threads)[
+                metric
             ]
 
         return validate

@@ -11,7 +11,7 @@ training features are fitted on ``F``, the pairs are the candidate pools of
 non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
 ``theta`` starts at the tail base (the best single base on validation) and early stopping keeps the
-best validation ADG, so the model never ends below that base on validation; ``scorer="lambdamart"``
+best validation value (ADG, or ``validation_metric``), so the model never ends below that base on validation; ``scorer="lambdamart"``
 re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
 :mod:`recsys_ltr.febr.training`'s.
 """
@@ -82,7 +82,8 @@ class FEBR(OptADGRecommender):
         labels of bases fitted on the other parts (``K`` fits of every base); ``0``: training on
         ``X`` itself (leaky).
     label_exclude_top, validation_fraction, refit, regularization, learning_rate, max_iter, gamma, \
-beta, eval_every, early_stopping, validation_users, random_state, num_threads, show_progress :
+beta, eval_every, early_stopping, validation_users, validation_metric, random_state, num_threads, \
+show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
         bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
         the label users of the bases' grid search, and the early-stopping sample leaves the paired
@@ -92,10 +93,10 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
     lambdamart_params : dict, optional
         LightGBM parameters over :data:`recsys_ltr.ltr.trees.DEFAULTS` (up to 500 rounds at
         learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two
-        :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better by validation ADG.
+        :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better on validation.
     fallback_p : float in [0, 1] or None
         The trained scorer is kept only when it beats the tail base alone on validation users held
-        out from the early stopping: a positive mean ADG gain that a one-sided paired Wilcoxon test
+        out from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided paired Wilcoxon test
         finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
         users a little and loses more on a few); else FEBR ranks as that base.  With too few
         validation users to hold any out, the tail base too: the best base only when it beats the
@@ -112,16 +113,16 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         The base whose order the items outside the head keep (the best on validation; with too few
         validation users, only when it beats the first base significantly).
     tail_gain_ : dict or None
-        That test's ``users``, mean per-user validation ADG ``gain`` over the first base and
+        That test's ``users``, mean per-user validation ``gain`` over the first base and
         ``p_value`` (``None`` when it is not needed; not saved).
     trees_ : recsys_ltr.ltr.trees.Trees or None
         The LambdaMART trees (``scorer="lambdamart"``).
     stacked_gain_ : dict
-        The paired test's ``users``, mean per-user validation ADG ``gain`` and ``p_value`` (with
+        The paired test's ``users``, mean per-user validation ``gain`` and ``p_value`` (with
         validation and ``fallback_p``; not saved).
     history_, best_iteration_ :
         OPT-ADG's records (:class:`~recsys_ltr.febr.training.OptADGRecommender`; record 0 holds
-        ``base_val_adg``, each base's validation ADG) and the samples drawn when the kept ``theta``
+        ``base_val_adg``, each base's validation ADG, or ``base_val_<metric>``) and the samples drawn when the kept ``theta``
         was reached.
 
     Notes
@@ -173,6 +174,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         eval_every=50_000,
         early_stopping=5,
         validation_users="auto",
+        validation_metric="ADG",
         init="best",
         lambdamart_params=None,
         fallback_p=0.05,
@@ -195,6 +197,7 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         self.eval_every = eval_every
         self.early_stopping = early_stopping
         self.validation_users = validation_users
+        self.validation_metric = validation_metric
         self.init = init
         self.lambdamart_params = lambdamart_params
         self.fallback_p = fallback_p
@@ -318,35 +321,35 @@ beta, eval_every, early_stopping, validation_users, random_state, num_threads, s
         )
         report_stage(bar, _log, "training (OPT-ADG)")
         fns = (pool_score, pool_update, {0: "query"})
-        theta[:] = self._sgd(sampler, state, fns, theta, state[7], None if val is None else val.adg, bar, state[8])
+        theta[:] = self._sgd(sampler, state, fns, theta, state[7], None if val is None else val.value, bar, state[8])
         if self.scorer == "lambdamart":
             report_stage(bar, _log, "LambdaMART")
             trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
             self._set_trees(trees)
         if tests is not None:
             report_stage(bar, _log, "paired test against the tail base")
-            self.stacked_gain_ = paired_gain(tests.adg(per_user=True) - tests.user_adg(self.tail_base_))
+            self.stacked_gain_ = paired_gain(tests.value(per_user=True) - tests.user_values(self.tail_base_))
             if not self._significant(self.stacked_gain_):  # noise or a loss: the tail base alone
                 theta[:] = 0.0
                 theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]
                 self._set_trees(None)
 
     def _choose_tail(self, val, tests):
-        """The tail base: the best by the ADG of every validation user (the selection sample ``val``
+        """The tail base: the best by the validation value of every validation user (the selection sample ``val``
         and the test users ``tests``).  When the tests must reuse ``val`` (fewer than
         2 x MIN_CONFIRMATION_USERS validation users), a choice among several bases is noise (msweb's
         novelty protocol: 16 users): the first base stays unless the best beats it significantly."""
         self.tail_base_, self.tail_gain_ = 0, None
         if val is None:
             return
-        base_adg = val.base_adg()
+        values = val.base_values()
         if tests is not None and tests is not val:
             m, n = val.users.size, tests.users.size
-            base_adg = (m * base_adg + n * tests.base_adg()) / (m + n)
-        self.history_.append({"iteration": 0, "base_val_adg": dict(zip(self.base_names_, base_adg))})
-        self.tail_base_ = int(np.argmax(base_adg))
+            values = (m * values + n * tests.base_values()) / (m + n)
+        self.history_.append({"iteration": 0, "base_" + self._val_key: dict(zip(self.base_names_, values))})
+        self.tail_base_ = int(np.argmax(values))
         if tests is val:
-            self.tail_gain_ = paired_gain(val.user_adg(self.tail_base_) - val.user_adg(0))
+            self.tail_gain_ = paired_gain(val.user_values(self.tail_base_) - val.user_values(0))
             self.tail_base_ = self.tail_base_ if self._significant(self.tail_gain_) else 0
 
     def _significant(self, gain: dict) -> bool:

@@ -168,40 +168,41 @@ class ValidationScores:
 
     def _evaluate(self, score_fn, per_user=False):
         never = self.model.excluded_items_  # ranked last, as the model ranks them
+        metric = self.model._validation_metric(self.X.shape[1])
         result = evaluate_trusted(
             ranked_last(score_fn, never) if never.size else score_fn,
             self.X,
             self.validation,
             None,
-            ["ADG"],
+            [metric],
             users=self.users,
             num_threads=self.model.num_threads,
         )
-        return result.per_user["ADG"] if per_user else result["ADG"]
+        return result.per_user[metric] if per_user else result[metric]
 
     @cached_property
-    def _base_user_adg(self) -> list[np.ndarray]:
-        """Each base's per-user validation ADG, evaluated once for the tail choice and the tests."""
+    def _base_user_values(self) -> list[np.ndarray]:
+        """Each base's per-user validation value, evaluated once for the tail choice and the tests."""
         return [
             self._evaluate(lambda ids, b=b: self.S[self.position[ids], b, :], per_user=True)
             for b in range(self.S.shape[1])
         ]
 
-    def base_adg(self) -> np.ndarray:
-        """Validation ADG of every base alone (the mean of its users', as ``evaluate`` takes it)."""
-        return np.array([adg.mean() for adg in self._base_user_adg])
+    def base_values(self) -> np.ndarray:
+        """Validation value of every base alone (the mean of its users', as ``evaluate`` takes it)."""
+        return np.array([values.mean() for values in self._base_user_values])
 
-    def adg(self, scorer=None, per_user=False):
-        """Validation ADG of ``scorer`` (``theta`` or trees; ``None``: the fitted one), or each
-        user's with ``per_user``."""
+    def value(self, scorer=None, per_user=False):
+        """Validation value (``validation_metric``) of ``scorer`` (``theta`` or trees; ``None``: the
+        fitted one), or each user's with ``per_user``."""
         indptr, items, phi = self.head
         key = self.model._head_key(phi, scorer)
         scores = compose(self.S, self.model.tail_base_, (indptr, items), key)  # one block: the sample is bounded
         return self._evaluate(lambda ids: scores[self.position[ids]], per_user)
 
-    def user_adg(self, base: int) -> np.ndarray:
-        """Each validation user's ADG under base ``base`` alone."""
-        return self._base_user_adg[base]
+    def user_values(self, base: int) -> np.ndarray:
+        """Each validation user's value under base ``base`` alone."""
+        return self._base_user_values[base]
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
@@ -212,7 +213,7 @@ LAMBDAMART_SETTINGS = ({"num_leaves": 7, "min_data_in_leaf": 100}, {"num_leaves"
 
 def fit_reranker(model, pool, X, validation, val, rng):
     """``(trees, rounds)``: LambdaMART on the pools, ``model.lambdamart_params`` or the
-    :data:`LAMBDAMART_SETTINGS` tried in turn and the best by validation ADG (the first without
+    :data:`LAMBDAMART_SETTINGS` tried in turn and the best on validation (the first without
     validation); each try is recorded in ``model.history_``."""
     train, valid = pool.groups(), None
     if validation is not None:
@@ -226,11 +227,13 @@ def fit_reranker(model, pool, X, validation, val, rng):
     best = None
     for params in settings:
         trees, rounds = fit_lambdamart(train, valid, params, seed, threads)
-        adg = val.adg(trees) if val is not None else -np.inf
+        value = val.value(trees) if val is not None else -np.inf
         if val is not None:
-            model.history_.append({"iteration": "lambdamart", "params": params, "rounds": rounds, "val_adg": adg})
-        if best is None or adg > best[0]:
-            best = (adg, trees, rounds)
+            model.history_.append(
+                {"iteration": "lambdamart", "params": params, "rounds": rounds, model._val_key: value}
+            )
+        if best is None or value > best[0]:
+            best = (value, trees, rounds)
     return best[1], best[2]
 
 
@@ -244,7 +247,7 @@ def confirmation_scores(model, X, validation, val, rng) -> ValidationScores:
 
 
 def paired_gain(gain: np.ndarray) -> dict:
-    """``{"users", "gain", "p_value"}`` of per-user ADG gains: their mean and a one-sided Wilcoxon
+    """``{"users", "gain", "p_value"}`` of per-user gains (of the validation metric): their mean and a one-sided Wilcoxon
     signed-rank test that they are positive (``p = 1`` when every gain is zero)."""
     p = 1.0 if not np.any(gain) else float(wilcoxon(gain, alternative="greater", zero_method="wilcox").pvalue)
     return {"users": int(gain.size), "gain": float(gain.mean()), "p_value": p}

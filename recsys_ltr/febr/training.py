@@ -11,7 +11,7 @@ i) - mean) / scale``, trained for ADG through the shared engine :class:`recsys_l
 one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spent, then a step on
 ``C(floor(N_u / n_s)) (f(u, v) - f(u, i+) + 1) + regularization ||theta||^2`` (``n_s`` draws spent).
 
-:class:`OptADGRecommender` holds what both models share: the training loop (``_sgd``: chunks of ``eval_every`` samples, early stopping on validation ADG, ``history_``), the
+:class:`OptADGRecommender` holds what both models share: the training loop (``_sgd``: chunks of ``eval_every`` samples, early stopping on the validation metric, ``history_``), the
 validation carved out of ``X`` when none is given, the label holdout (a training label must not be
 among the data its features were computed from) and the refit on all of ``X``.  A subclass makes
 the features and the scorer (``_train``), and the prediction-time state (``_refit``).
@@ -28,6 +28,7 @@ import numpy as np
 
 from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
+from ..metrics import metric_name
 from ..models.base import Recommender
 from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items_trusted
 
@@ -81,11 +82,15 @@ class OptADGRecommender(Recommender):
     eval_every : int
         Samples between two validation evaluations (``history_`` records).
     early_stopping : int or None
-        Stop after this many evaluations without a better validation ADG (``None``: run all
+        Stop after this many evaluations without a better validation value (``None``: run all
         samples); the best ``theta`` seen is kept either way.
     validation_users : int, "auto" or None
         At most this many validation users (a fixed random sample) in the validation evaluations;
         ``"auto"``: ``max(1000, 2**21 // n_items)`` (:data:`VALIDATION_SCORES`); ``None``: all.
+    validation_metric : str
+        The metric of every validation decision -- early stopping, and stacked FEBR's tail base and
+        paired tests -- any name :func:`recsys_ltr.metrics.evaluate` takes (``"ADG"``, the objective
+        OPT-ADG optimises; ``"REC@20"`` when top-20 lists are what will be judged).
     init : str
         Starting ``theta`` (subclasses).
     random_state : int or None
@@ -94,7 +99,7 @@ class OptADGRecommender(Recommender):
     num_threads : int
         numba threads (0 = all).
     show_progress : bool or None
-        Progress bar over training, validation ADG in its postfix (``None``: on in a terminal).
+        Progress bar over training, the validation value in its postfix (``None``: on in a terminal).
 
     Attributes
     ----------
@@ -105,7 +110,8 @@ class OptADGRecommender(Recommender):
         ``linear_``).
     history_ : list of dict
         One record every ``eval_every`` samples (``iteration``, ``loss``: mean weighted hinge per
-        sample plus ``regularization ||theta||^2``, ``violators``, ``draws``, ``val_adg``); record 0
+        sample plus ``regularization ||theta||^2``, ``violators``, ``draws``, ``val_adg`` or ``val_<metric>``
+        for another ``validation_metric``, e.g. ``val_rec@20``); record 0
         holds the start.  Not saved.
     best_iteration_ : int
         Samples drawn when the kept ``theta`` was reached.
@@ -137,6 +143,17 @@ class OptADGRecommender(Recommender):
         if self.validation_users is not None and not isinstance(self.validation_users, str):
             check_positive_int(self.validation_users, "validation_users")
         check_seed(self.random_state)
+        if not isinstance(self.validation_metric, str):
+            raise TypeError(f"validation_metric must be a metric name (str), got {self.validation_metric!r}")
+
+    def _validation_metric(self, n_items) -> str:
+        """The result name of ``validation_metric`` (:func:`recsys_ltr.metrics.metric_name`)."""
+        return metric_name(self._param("validation_metric"), n_items)
+
+    @property
+    def _val_key(self) -> str:
+        """The ``history_`` key of a validation value: ``"val_adg"``, ``"val_rec@20"``."""
+        return "val_" + metric_name(self._param("validation_metric"), 2**62).lower()
 
     def _check_holdout(self):
         check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
@@ -148,6 +165,7 @@ class OptADGRecommender(Recommender):
         return self.validation_users
 
     def _check_data_params(self, X):
+        self._validation_metric(X.shape[1])
         top = self._param("label_exclude_top")
         if top is not None and top >= X.shape[1]:
             raise ValueError(f"label_exclude_top={top} leaves no item to draw labels from ({X.shape[1]} items)")
@@ -256,14 +274,14 @@ class OptADGRecommender(Recommender):
 
     def _sgd(self, sampler, state, fns, theta, monitor, validate, bar, total=None):
         """OPT-ADG: SGD through the engine in chunks of ``eval_every`` samples, keeping the model of
-        the best validation ADG (``validate(theta)``; the last one without validation).  With
+        the best validation value (``validate(theta)``; the last one without validation).  With
         ``total`` (the sum of the iterates, updated by the update function) the model is the
         average of the iterates so far (Polyak-Ruppert averaging: the constant-step iterates
         wander, their average converges), else the current iterate."""
         start = theta.copy()
         best = (validate(start), start, 0) if validate is not None else None
         if best is not None:
-            self.history_.append({"iteration": 0, "val_adg": best[0]})
+            self.history_.append({"iteration": 0, self._val_key: best[0]})
         stale = done = updates = 0
         current = start
         while done < self.max_iter:
@@ -282,9 +300,9 @@ class OptADGRecommender(Recommender):
             }
             bar.update(n)
             if best is not None:
-                record["val_adg"] = adg = validate(current)
-                best, stale = ((adg, current, done), 0) if adg > best[0] else (best, stale + 1)
-                bar.set_postfix(val_adg=f"{adg:.4f}")
+                record[self._val_key] = value = validate(current)
+                best, stale = ((value, current, done), 0) if value > best[0] else (best, stale + 1)
+                bar.set_postfix({self._val_key: f"{value:.4f}"})
             self.history_.append(record)
             if self.early_stopping is not None and stale >= self.early_stopping:
                 break
