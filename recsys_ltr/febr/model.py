@@ -11,8 +11,8 @@ training features are fitted on ``F``, the pairs are the candidate pools of
 non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
 ``theta`` starts at the tail base (the best single base on validation) and early stopping keeps the
-best validation value (ADG, or ``validation_metric``), so the model never ends below that base on validation; ``scorer="lambdamart"``
-re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
+best validation value (ADG, or ``validation_metric``), so the model never ends below that base on
+validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
 :mod:`recsys_ltr.febr.training`'s.
 """
 
@@ -96,8 +96,8 @@ show_progress :
         :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better on validation.
     fallback_p : float in [0, 1] or None
         The trained scorer is kept only when it beats the tail base alone on validation users held
-        out from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided paired Wilcoxon test
-        finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
+        out from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided
+        paired Wilcoxon test finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
         users a little and loses more on a few); else FEBR ranks as that base.  With too few
         validation users to hold any out, the tail base too: the best base only when it beats the
         first of ``bases`` so (else the first).  ``None``: the scorer always kept.
@@ -122,8 +122,8 @@ show_progress :
         validation and ``fallback_p``; not saved).
     history_, best_iteration_ :
         OPT-ADG's records (:class:`~recsys_ltr.febr.training.OptADGRecommender`; record 0 holds
-        ``base_val_adg``, each base's validation ADG, or ``base_val_<metric>``) and the samples drawn when the kept ``theta``
-        was reached.
+        ``base_val_adg``, each base's validation ADG, or ``base_val_<metric>``) and the samples drawn
+        when the kept ``theta`` was reached.
 
     Notes
     -----
@@ -335,8 +335,8 @@ show_progress :
                 self._set_trees(None)
 
     def _choose_tail(self, val, tests):
-        """The tail base: the best by the validation value of every validation user (the selection sample ``val``
-        and the test users ``tests``).  When the tests must reuse ``val`` (fewer than
+        """The tail base: the best by the validation value of every validation user (the selection
+        sample ``val`` and the test users ``tests``).  When the tests must reuse ``val`` (fewer than
         2 x MIN_CONFIRMATION_USERS validation users), a choice among several bases is noise (msweb's
         novelty protocol: 16 users): the first base stays unless the best beats it significantly."""
         self.tail_base_, self.tail_gain_ = 0, None

@@ -148,6 +148,7 @@ class ValidationScores:
                 limit = n // 2
         users = sample_users_trusted(validation, limit, rng, exclude)
         self.model, self.X, self.validation, self.users = model, X, validation, users
+        self.metric = model._validation_metric(X.shape[1])
         self.rows = X[users]
         self.S = stacked_scores(model.bases_, self.rows, users, dtype=np.float32)
         self.head = self._heads()  # the head does not depend on theta
@@ -168,17 +169,16 @@ class ValidationScores:
 
     def _evaluate(self, score_fn, per_user=False):
         never = self.model.excluded_items_  # ranked last, as the model ranks them
-        metric = self.model._validation_metric(self.X.shape[1])
         result = evaluate_trusted(
             ranked_last(score_fn, never) if never.size else score_fn,
             self.X,
             self.validation,
             None,
-            [metric],
+            [self.metric],
             users=self.users,
             num_threads=self.model.num_threads,
         )
-        return result.per_user[metric] if per_user else result[metric]
+        return result.per_user[self.metric] if per_user else result[self.metric]
 
     @cached_property
     def _base_user_values(self) -> list[np.ndarray]:
@@ -247,7 +247,7 @@ def confirmation_scores(model, X, validation, val, rng) -> ValidationScores:
 
 
 def paired_gain(gain: np.ndarray) -> dict:
-    """``{"users", "gain", "p_value"}`` of per-user gains (of the validation metric): their mean and a one-sided Wilcoxon
-    signed-rank test that they are positive (``p = 1`` when every gain is zero)."""
+    """``{"users", "gain", "p_value"}`` of per-user gains (of the validation metric): their mean and
+    a one-sided Wilcoxon signed-rank test that they are positive (``p = 1`` when every gain is zero)."""
     p = 1.0 if not np.any(gain) else float(wilcoxon(gain, alternative="greater", zero_method="wilcox").pvalue)
     return {"users": int(gain.size), "gain": float(gain.mean()), "p_value": p}

@@ -110,9 +110,9 @@ class OptADGRecommender(Recommender):
         ``linear_``).
     history_ : list of dict
         One record every ``eval_every`` samples (``iteration``, ``loss``: mean weighted hinge per
-        sample plus ``regularization ||theta||^2``, ``violators``, ``draws``, ``val_adg`` or ``val_<metric>``
-        for another ``validation_metric``, e.g. ``val_rec@20``); record 0
-        holds the start.  Not saved.
+        sample plus ``regularization ||theta||^2``, ``violators``, ``draws``, ``val_adg``, or
+        ``val_<metric>`` for another ``validation_metric``, e.g. ``val_rec@20``); record 0 holds the
+        start.  Not saved.
     best_iteration_ : int
         Samples drawn when the kept ``theta`` was reached.
     """
@@ -152,8 +152,8 @@ class OptADGRecommender(Recommender):
 
     @property
     def _val_key(self) -> str:
-        """The ``history_`` key of a validation value: ``"val_adg"``, ``"val_rec@20"``."""
-        return "val_" + metric_name(self._param("validation_metric"), 2**62).lower()
+        """The ``history_`` key of a validation value while fitting: ``"val_adg"``, ``"val_rec@20"``."""
+        return "val_" + self._validation_metric(self.user_items_.shape[1]).lower()
 
     def _check_holdout(self):
         check_real(self.holdout, "holdout", low=0.0, high=1.0, high_open=True)
