@@ -57,7 +57,7 @@ def run(name, seeds):
         bases = [per_user(b, train, test, val) for b in febr.bases_]
         best = int(np.argmax([adg.mean() for adg, _ in bases]))
         scores.setdefault("FEBR's best base", []).append(bases[best])
-        tail = febr.base_names_[febr.tail_base_]
+        tail = " + ".join(febr.tail_bases_)
         print(
             f"  {name} seed {seed}: FEBR fit {seconds[-1]:.1f} s, tail {tail} ({febr.tail_gain_}), "
             f"scorer test {febr.stacked_gain_}",

@@ -37,7 +37,7 @@ def stop_after_tail_choice(record: dict):
         adg = self.history_[0]["base_val_adg"]
         record.update(
             best=list(adg)[int(np.argmax(list(adg.values())))],
-            tail=self.base_names_[self.tail_base_],
+            tail=" + ".join(self.tail_bases_),
             test=getattr(self, "tail_gain_", None),
             selection=int(val.users.size),
             tests=None if tests is None else int(tests.users.size),

@@ -71,7 +71,7 @@ def main():
     result = evaluate(model, train, parts["test"], metrics=["REC@20", "NDCG@20"], num_threads=args.threads)
     print(
         f"fit {fit:.1f} s, peak {peak:.2f} GB; Recall@20 {result['REC@20']:.4f}, NDCG@20 {result['NDCG@20']:.4f}; "
-        f"tail base {model.base_names_[model.tail_base_]}, paired test of the stacked scorer {model.stacked_gain_}"
+        f"tail {' + '.join(model.tail_bases_)}, paired test of the stacked scorer {model.stacked_gain_}"
     )
 
 

@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import brute_top_n, resave
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_febr import block_feedback
 
+from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
-from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, _compose_kernel
+from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, _compose_kernel, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
     Pool,
@@ -122,7 +124,7 @@ def test_compose_swaps_head_places_like_brute_force(B, nb, n, seed):
     items = np.concatenate(head).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum([h.size for h in head])]).astype(np.int64)
     key = rng.integers(0, 3, items.size).astype(np.float64)
-    out = _compose_kernel(S, tail, offsets, items, key)
+    out = _compose_kernel(S[:, tail, :], offsets, items, key)
     for r, its in enumerate(head):
         expected = S[r, tail].copy()
         places = expected[its]
@@ -156,6 +158,29 @@ def test_candidate_moments_match_numpy(B, n, seed):
         if cand.size:
             assert mu[r] == pytest.approx(S[r, cand].mean(), abs=1e-12)
             assert sigma[r] == pytest.approx(S[r, cand].std() if cand.size > 1 else 1.0, abs=1e-9)
+
+
+@pytest.mark.kernels
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(2, 9), st.integers(0, 2**31 - 1))
+def test_tail_scores_are_one_base_or_the_weighted_mean_of_standardised_scores(B, nb, n, seed):
+    rng = np.random.default_rng(seed)
+    S = rng.normal(size=(B, nb, n)).astype(np.float32)
+    R = sp.csr_matrix((rng.random((B, n)) < 0.4).astype(float))
+    weights = np.where(rng.random(nb) < 0.6, rng.random(nb), 0.0)
+    weights[int(rng.integers(nb))] = 0.5  # at least one base
+    T = tail_scores(S, R, weights)
+    if np.count_nonzero(weights) == 1:  # that base's scores as they are
+        np.testing.assert_array_equal(T, S[:, int(np.argmax(weights)), :])
+        return
+    for r in range(B):
+        cand = np.setdiff1d(np.arange(n), R[r].indices)
+        expected = np.zeros(n)
+        for b in np.flatnonzero(weights):
+            v = S[r, b].astype(np.float64)
+            sd = v[cand].std() if cand.size else 0.0
+            expected += weights[b] * (v - (v[cand].mean() if cand.size else 0.0)) / (sd if sd > 1e-12 else 1.0)
+        np.testing.assert_allclose(T[r], expected, rtol=1e-9, atol=1e-9)
 
 
 def test_concatenated_pools_are_queries_in_turn():
@@ -196,8 +221,9 @@ def test_one_base_gives_its_ranking_exactly(planted):
     train, val, _ = planted
     users = np.arange(train.shape[0])
     for bases in ([ItemKNN(k=10)], [UserKNN(k=10), EASE(regularization=50.0), Popularity()]):
-        model = fast(bases=bases, max_iter=0).fit(train, validation=val)
-        tail = model.bases_[model.tail_base_]
+        model = fast(bases=bases, max_iter=0, fallback_p=None).fit(train, validation=val)
+        tail = model.bases_[int(np.argmax(model.tail_weights_))]
+        assert np.count_nonzero(model.tail_weights_) == 1  # without the test, no tie: the best alone
         np.testing.assert_array_equal(model.score(users), tail.score(users))
         ids, _ = model.recommend(users, train[users], N=10)
         expected, _ = tail.recommend(users, train[users], N=10)
@@ -208,7 +234,8 @@ def test_tail_base_is_the_best_on_validation_and_never_beaten(planted):
     train, val, _ = planted
     model = fast(bases=[UserKNN(k=10), ItemKNN(k=10), Popularity()]).fit(train, validation=val)
     base_adg = model.history_[0]["base_val_adg"]  # over every validation user (159: some held out)
-    assert model.tail_gain_ is None and model.base_names_[model.tail_base_] == max(base_adg, key=base_adg.get)
+    assert model.tail_gain_ is None and np.count_nonzero(model.tail_weights_) == 1
+    assert model.base_names_[int(np.argmax(model.tail_weights_))] == max(base_adg, key=base_adg.get)
     start = model.history_[1]["val_adg"]  # the tail base alone on the selection sample
     assert max(h["val_adg"] for h in model.history_[1:]) >= start
 
@@ -499,7 +526,8 @@ def test_a_gain_that_is_noise_falls_back_to_the_tail_base():
     m = fast(bases=[ItemKNN(k=10), UserKNN(k=10), Popularity()], validation_users=200).fit(train, validation=val)
     assert m.stacked_gain_["users"] >= 50 and m.stacked_gain_["p_value"] >= 0.05
     users = np.arange(train.shape[0])
-    tail = m.bases_[m.tail_base_]
+    tail = m.bases_[int(np.argmax(m.tail_weights_))]
+    assert np.count_nonzero(m.tail_weights_) == 1
     np.testing.assert_array_equal(m.recommend(users, N=20)[0], tail.recommend(users, N=20)[0])
 
 
@@ -515,7 +543,7 @@ def test_a_tail_choice_among_few_users_keeps_the_first_base_unless_significant()
     assert max(selected, key=selected.get) == "Popularity"
     assert m.tail_gain_["users"] == np.count_nonzero(np.diff(val.indptr))
     assert m.tail_gain_["gain"] > 0 and m.tail_gain_["p_value"] >= 0.05
-    assert m.tail_base_ == 0
+    np.testing.assert_array_equal(m.tail_weights_, [1, 0, 0])
     ids = np.arange(train.shape[0])
     np.testing.assert_array_equal(m.recommend(ids, N=20)[0], m.bases_[0].recommend(ids, N=20)[0])
 
@@ -526,7 +554,8 @@ def test_the_tail_base_is_the_best_over_every_validation_user():
     Popularity, listed first."""
     train, val, _ = holdout(block_feedback(users=200, items=40, seed=1), val=0.2, test=0.2, random_state=0)
     m = fast(bases=[Popularity(), ItemKNN(k=10)], validation_users=None).fit(train, validation=val)
-    assert m.tail_base_ == 1 and m.tail_gain_ is None
+    np.testing.assert_array_equal(m.tail_weights_, [0, 1])
+    assert m.tail_gain_ is None
     selected = m.history_[0]["base_val_adg"]
     assert selected["ItemKNN"] > selected["Popularity"]
     every = (
@@ -534,6 +563,95 @@ def test_the_tail_base_is_the_best_over_every_validation_user():
         evaluate(m.bases_[1], train, val, metrics=["ADG"])["ADG"],
     )
     np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
+
+
+def _synthetic_split(seed):
+    X = make_synthetic(n_users=400, n_items=80, density=0.1, factor_scale=2.0, random_state=seed).matrix
+    return holdout(X, val=0.2, test=0.2, random_state=0)
+
+
+@pytest.mark.parametrize("seed, tail", [(0, [0.5, 0.5]), (3, [0, 1]), (5, [0, 1])])
+def test_the_tail_is_the_mean_of_the_tied_bases_when_it_is_better(seed, tail):
+    """Planted: ItemKNN and UserKNN on factor data.  Seed 0: tied on validation, and the mean of their
+    standardised scores is better there than either, so it is the tail; seed 3: tied, but the mean is
+    worse than UserKNN, the tail; seed 5: UserKNN beats ItemKNN significantly, no mean is tried."""
+    train, val, _ = _synthetic_split(seed)
+    m = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], max_iter=0, validation_users=200).fit(train, validation=val)
+    np.testing.assert_array_equal(m.tail_weights_, tail)
+    record = m.history_[0]
+    best = max(record["base_val_adg"].values())
+    if seed == 5:
+        assert "tail_mean_val_adg" not in record
+    else:
+        assert record["tail_mean_val_adg"]["bases"] == ["ItemKNN", "UserKNN"]
+        assert (record["tail_mean_val_adg"]["value"] > best) == (seed == 0)
+
+
+def test_a_mean_tail_ranks_as_the_mean_of_standardised_scores(tmp_path):
+    """With the scorer at its start (``max_iter=0``), FEBR ranks as its tail: here the mean of the two
+    bases' scores standardised over each user's candidates (brute force), head and tail alike; the
+    items outside the head keep those scores exactly, and a file keeps the tail."""
+    train, val, _ = _synthetic_split(0)
+    m = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], max_iter=0, validation_users=200).fit(train, validation=val)
+    users = np.arange(train.shape[0])
+    expected = np.zeros((users.size, train.shape[1]))
+    for base in m.bases_:
+        S = base.score(users)
+        for u in users:
+            cand = np.setdiff1d(np.arange(train.shape[1]), train[u].indices)
+            expected[u] += 0.5 * (S[u] - S[u, cand].mean()) / S[u, cand].std()
+    scores = m.score(users)
+    ids, _ = m.recommend(users, N=10)
+    popularity = np.bincount(train.indices, minlength=train.shape[1])
+    for u in users:  # ties by popularity, then id
+        np.testing.assert_array_equal(ids[u], brute_top_n(expected[u], popularity, 10, set(train[u].indices)))
+    np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-9)  # head places swapped in the same order
+    loaded = Recommender.load(m.save(tmp_path / "febr.npz"))
+    np.testing.assert_array_equal(loaded.tail_weights_, m.tail_weights_)
+    np.testing.assert_array_equal(loaded.score(users), scores)
+
+
+def test_files_holding_one_tail_base_index_load(tmp_path, planted):
+    """A file from before the tail could mix bases holds ``tail_base_`` (one index): it loads as
+    weight 1 on that base; an index out of range is refused."""
+    import json
+
+    train, val, _ = planted
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], fallback_p=None).fit(train, validation=val)
+    with np.load(m.save(tmp_path / "new.npz"), allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    header = json.loads(str(arrays["header"]))
+    weights = arrays.pop("tail_weights_")
+    header["state"]["tail_base_"] = header["state"].pop("tail_weights_")
+    for index, ok in ((int(np.argmax(weights)), True), (2, False)):
+        arrays.update(tail_base_=np.array([index]), header=np.array(json.dumps(header)))
+        old = resave(tmp_path / "old.npz", **arrays)
+        if ok:
+            loaded = Recommender.load(old)
+            np.testing.assert_array_equal(loaded.tail_weights_, weights)
+            np.testing.assert_array_equal(loaded.score(np.arange(10)), m.score(np.arange(10)))
+        else:
+            with pytest.raises(ValueError, match=r"tail_base_ must be one base index in \[0, 2\)"):
+                Recommender.load(old)
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [([1.0], "tail_weights_ must be a dense float array of shape \\(2,\\)"), ([np.nan, 1.0], "finite"),
+     ([-1.0, 2.0], "non-negative"), ([0.0, 0.0], "not all zero")],
+)  # fmt: skip
+def test_a_file_with_a_bad_tail_is_refused(tmp_path, planted, weights, match):
+    import json
+
+    train, val, _ = planted
+    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], fallback_p=None).fit(train, validation=val)
+    with np.load(m.save(tmp_path / "good.npz"), allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    header = json.loads(str(arrays["header"]))
+    header["state"]["tail_weights_"]["shape"] = [len(weights)]
+    arrays.update(tail_weights_=np.array(weights), header=np.array(json.dumps(header)))
+    with pytest.raises(ValueError, match=match):
+        Recommender.load(resave(tmp_path / "bad.npz", **arrays))
 
 
 def test_every_validation_decision_uses_the_validation_metric():
@@ -545,7 +663,7 @@ def test_every_validation_decision_uses_the_validation_metric():
     selected = m.history_[0]["base_val_rec@5"]
     every = [evaluate(b, train, val, metrics=["REC@5"])["REC@5"] for b in m.bases_]
     np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
-    assert m.base_names_[m.tail_base_] == max(selected, key=selected.get)
+    assert m.base_names_[int(np.argmax(m.tail_weights_))] == max(selected, key=selected.get)
     assert all("val_rec@5" in h for h in m.history_[1:]) and not any("val_adg" in h for h in m.history_)
     assert max(h["val_rec@5"] for h in m.history_[1:]) >= m.history_[1]["val_rec@5"]  # the start is kept or beaten
     assert m.stacked_gain_["users"] >= MIN_CONFIRMATION_USERS
@@ -608,7 +726,8 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
             np.testing.assert_array_equal(m.coef_, trained)
         else:
             start = np.zeros_like(m.coef_)
-            start[z_column(m.tail_base_)] = m.feature_scale_[z_column(m.tail_base_)]
+            for b in np.flatnonzero(m.tail_weights_):
+                start[z_column(b)] = m.feature_scale_[z_column(b)] * m.tail_weights_[b]
             np.testing.assert_array_equal(m.coef_, start)
 
 

@@ -10,8 +10,9 @@ training features are fitted on ``F``, the pairs are the candidate pools of
 :func:`~recsys_ltr.febr.stacking.build_pool` (every base's top candidates: negatives are the pool's
 non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
-``theta`` starts at the tail base (the best single base on validation) and early stopping keeps the
-best validation value (ADG, or ``validation_metric``), so the model never ends below that base on
+``theta`` starts at the tail (the best single base on validation, or the mean of the within-user
+standardised scores of the bases tied with it when that mean is better) and early stopping keeps the
+best validation value (ADG, or ``validation_metric``), so the model never ends below that tail on
 validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
 :mod:`recsys_ltr.febr.training`'s.
 """
@@ -19,6 +20,7 @@ validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART (:m
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 from sklearn.base import clone
@@ -32,7 +34,16 @@ from ..split import sample_users_trusted
 from ..warp import WarpSampler
 from .bases import fit_on, pools_of_label_parts, resolve_bases
 from .dissertation import AffinityFEBR
-from .scoring import ValidationScores, compose, confirmation_scores, fit_reranker, paired_gain, pool_score, pool_update
+from .scoring import (
+    ValidationScores,
+    compose,
+    confirmation_scores,
+    fit_reranker,
+    paired_gain,
+    pool_score,
+    pool_update,
+    tail_scores,
+)
 from .stacking import (
     BaseFeatures,
     context_statistics,
@@ -55,6 +66,8 @@ _CONTEXT_STATE = ("context_mean_", "context_scale_", "context_pop_", "context_ac
 _TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
 #: Parameters of the FEBR class before the dissertation's model became AffinityFEBR (old files).
 _AFFINITY_ONLY = ("affinity", "side", "k", "affinity_params")
+#: The tail of files from before it could mix bases: one base index (read as weight 1 on it).
+_LEGACY_TAIL = "tail_base_"
 
 
 class FEBR(OptADGRecommender):
@@ -75,7 +88,7 @@ class FEBR(OptADGRecommender):
         on the same features (needs LightGBM).
     candidates : int
         ``M``: every user's head -- the pairs trained on and re-ranked -- is the union of each
-        base's ``M`` best candidates.  The other items keep the order of the best base.
+        base's ``M`` best candidates.  The other items keep the order of the tail.
     holdout : float in [0, 1) or int >= 2
         Fraction of each user's positives held out as training labels, with features from the rest;
         an int ``K``: out-of-fold labels -- each user's positives split in ``K`` parts, each part the
@@ -89,18 +102,20 @@ show_progress :
         the label users of the bases' grid search, and the early-stopping sample leaves the paired
         test below users of their own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
     init : {"best", "zeros"}
-        Starting ``theta``: weight 1 on the within-user score of the tail base.
+        Starting ``theta``: the tail's weights on the bases' within-user scores.
     lambdamart_params : dict, optional
         LightGBM parameters over :data:`recsys_ltr.ltr.trees.DEFAULTS` (up to 500 rounds at
         learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two
         :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better on validation.
     fallback_p : float in [0, 1] or None
-        The trained scorer is kept only when it beats the tail base alone on validation users held
-        out from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided
-        paired Wilcoxon test finds at ``p < fallback_p`` (the signed-rank test alone can favour a scorer that lifts most
-        users a little and loses more on a few); else FEBR ranks as that base.  With too few
-        validation users to hold any out, the tail base too: the best base only when it beats the
-        first of ``bases`` so (else the first).  ``None``: the scorer always kept.
+        The trained scorer is kept only when it beats the tail alone on validation users held out
+        from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided
+        paired Wilcoxon test finds at ``p < fallback_p`` (the signed-rank test alone can favour a
+        scorer that lifts most users a little and loses more on a few); else FEBR ranks as the tail.
+        The same test decides which bases are tied with the best on every validation user: the
+        tail is their mean when it is better there than the best alone.  With too few validation
+        users to hold any out, the tail is one base: the best only when it beats the first of
+        ``bases`` so (else the first).  ``None``: the scorer always kept, the tail the best base.
 
     Attributes
     ----------
@@ -109,11 +124,15 @@ show_progress :
     coef_, feature_mean_, feature_scale_ : ndarray (n_features,)
         ``theta`` and the standardisation (over the training pools) of the features named in
         ``feature_names_``.
-    tail_base_ : int
-        The base whose order the items outside the head keep (the best on validation; with too few
-        validation users, only when it beats the first base significantly).
+    tail_weights_ : ndarray (n_bases,)
+        The tail, whose order the items outside the head keep: weight 1 on one base (the best on
+        validation; with too few validation users, only when it beats the first base
+        significantly), or equal weights on the within-user standardised scores of the bases tied
+        with the best (``fallback_p``) when their mean is better on validation.
+    tail_bases_ : list of str
+        The names of the bases with a tail weight.
     tail_gain_ : dict or None
-        That test's ``users``, mean per-user validation ``gain`` over the first base and
+        The test against the first base: ``users``, mean per-user validation ``gain`` and
         ``p_value`` (``None`` when it is not needed; not saved).
     trees_ : recsys_ltr.ltr.trees.Trees or None
         The LambdaMART trees (``scorer="lambdamart"``).
@@ -127,10 +146,11 @@ show_progress :
 
     Notes
     -----
-    ``score`` is the tail base's scores with each user's head re-ordered by the learnt scorer: the
-    head items swap the places (scores) that the tail base gives them, so items outside the head
-    keep the tail base's order.  The values are monotone in FEBR's ranking and comparable across a
-    user's items (the tail base's scale), not the scorer's own: those cannot keep the other items in
+    ``score`` is the tail's scores with each user's head re-ordered by the learnt scorer: the head
+    items swap the places (scores) that the tail gives them, so items outside the head keep the
+    tail's order.  The values are monotone in FEBR's ranking and comparable across a user's items
+    (the tail's scale: one base's scores, or a mean of within-user standardised scores), not the
+    scorer's own: those cannot keep the other items in
     place (the head above all: ``FEBR()`` test ADG .2227 against .2240 on movielens-1m-implicit).  Scoring all items of a user costs the bases' own scoring plus
     ``O(n_bases n)``.  The model is item-based when all its bases are, and passes
     ``recalculate_user`` to them.
@@ -155,7 +175,7 @@ show_progress :
     _INITS = ("best", "zeros")
     _nested = ("bases", "bases_", "base", Recommender)
     _shared_state = ("user_items_",)
-    _model_state = ("linear_", "tail_base_", *_CONTEXT_STATE, *_TREE_STATE)
+    _model_state = ("linear_", "tail_weights_", *_CONTEXT_STATE, *_TREE_STATE)
 
     def __init__(
         self,
@@ -297,7 +317,7 @@ show_progress :
             )
 
     def _train_scorer(self, pool, X, validation, rng, bar):
-        """``theta`` by OPT-ADG from the best base on validation (the tail base), then the trees."""
+        """``theta`` by OPT-ADG from the tail (the best on validation), then the trees."""
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
         self._set_trees(None)
@@ -305,7 +325,7 @@ show_progress :
         tests = None if val is None or self.fallback_p is None else confirmation_scores(self, X, validation, val, rng)
         self._choose_tail(val, tests)
         if self.init == "best":
-            theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]  # weight 1 on its within-user score
+            self._start_at_tail(theta, scale)
         relevant, irrelevant = pool_relevance(pool, X.shape[1])
         state = (pool.indptr, pool.items, pool.phi, theta, mean, 1.0 / scale)
         state += (np.array([float(self.regularization)]), np.zeros(1), np.zeros_like(theta))
@@ -327,30 +347,56 @@ show_progress :
             trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
             self._set_trees(trees)
         if tests is not None:
-            report_stage(bar, _log, "paired test against the tail base")
-            self.stacked_gain_ = paired_gain(tests.value(per_user=True) - tests.user_values(self.tail_base_))
-            if not self._significant(self.stacked_gain_):  # noise or a loss: the tail base alone
+            report_stage(bar, _log, "paired test against the tail")
+            self.stacked_gain_ = paired_gain(tests.value(per_user=True) - tests.user_values(self.tail_weights_))
+            if not self._significant(self.stacked_gain_):  # noise or a loss: the tail alone
                 theta[:] = 0.0
-                theta[z_column(self.tail_base_)] = scale[z_column(self.tail_base_)]
+                self._start_at_tail(theta, scale)
                 self._set_trees(None)
 
+    def _start_at_tail(self, theta, scale):
+        """``theta`` ranking the head as the tail does: the tail's weights on the within-user scores."""
+        for b in np.flatnonzero(self.tail_weights_):
+            theta[z_column(b)] = scale[z_column(b)] * self.tail_weights_[b]
+
     def _choose_tail(self, val, tests):
-        """The tail base: the best by the validation value of every validation user (the selection
-        sample ``val`` and the test users ``tests``).  When the tests must reuse ``val`` (fewer than
-        2 x MIN_CONFIRMATION_USERS validation users), a choice among several bases is noise (msweb's
-        novelty protocol: 16 users): the first base stays unless the best beats it significantly."""
-        self.tail_base_, self.tail_gain_ = 0, None
+        """The tail: the best base by the validation value of every validation user (the selection
+        sample ``val`` and the test users ``tests``), or the mean of the bases tied with it (not
+        beaten by it at ``fallback_p`` over those users) when that mean is better there.  When the
+        tests must reuse ``val`` (fewer than 2 x MIN_CONFIRMATION_USERS validation users), a choice
+        among several bases is noise (msweb's novelty protocol: 16 users): the first base stays
+        unless the best beats it significantly."""
+        nb = len(self.bases_)
+        self.tail_weights_, self.tail_gain_ = np.eye(nb)[0], None
         if val is None:
             return
-        values = val.base_values()
-        if tests is not None and tests is not val:
-            m, n = val.users.size, tests.users.size
-            values = (m * values + n * tests.base_values()) / (m + n)
-        self.history_.append({"iteration": 0, "base_" + self._val_key: dict(zip(self.base_names_, values))})
-        self.tail_base_ = int(np.argmax(values))
+        samples = [val] if tests is None or tests is val else [val, tests]
+        users = [np.concatenate([s.user_values(w) for s in samples]) for w in np.eye(nb)]
+        values = np.array([u.mean() for u in users])
+        record = {"iteration": 0, "base_" + self._val_key: dict(zip(self.base_names_, values))}
+        self.history_.append(record)
+        best = int(np.argmax(values))
+        self.tail_weights_ = np.eye(nb)[best]
+        if tests is None:  # fallback_p=None: no tests
+            return
         if tests is val:
-            self.tail_gain_ = paired_gain(val.user_values(self.tail_base_) - val.user_values(0))
-            self.tail_base_ = self.tail_base_ if self._significant(self.tail_gain_) else 0
+            self.tail_gain_ = paired_gain(users[best] - users[0])
+            self.tail_weights_ = np.eye(nb)[best if self._significant(self.tail_gain_) else 0]
+            return
+        tied = [b for b in range(nb) if b == best or not self._significant(paired_gain(users[best] - users[b]))]
+        if len(tied) < 2:
+            return
+        mean = np.zeros(nb)
+        mean[tied] = 1.0 / len(tied)
+        mixed = np.concatenate([s.user_values(mean) for s in samples]).mean()
+        record["tail_mean_" + self._val_key] = {"bases": [self.base_names_[b] for b in tied], "value": float(mixed)}
+        if mixed > values[best]:
+            self.tail_weights_ = mean
+
+    @property
+    def tail_bases_(self) -> list[str]:
+        """Names of the bases the tail weighs (one, or the tied bases it averages)."""
+        return [self.base_names_[b] for b in np.flatnonzero(self.tail_weights_)]
 
     def _significant(self, gain: dict) -> bool:
         """A positive mean gain at a one-sided ``p_value`` below ``fallback_p``."""
@@ -378,10 +424,11 @@ show_progress :
     # ------------------------------------------------------------------ scoring
     def _ranked_scores(self, rows, ids, recalculate):
         """The head of every user (each base's ``candidates`` best) in the scorer's order above the
-        other items in the order of the tail base (module docstring)."""
+        other items in the order of the tail (module docstring)."""
         S = stacked_scores(self.bases_, rows, ids, recalculate)
         indptr, items, phi = self._head(S, rows)
-        return compose(S, self.tail_base_, (indptr, items), self._head_key(phi))
+        tail = tail_scores(S, with_items(rows, self.excluded_items_), self.tail_weights_)
+        return compose(tail, (indptr, items), self._head_key(phi))
 
     def head_features(self, user_ids):
         """Stacked features of the heads of training users (the union of each base's ``candidates``
@@ -427,10 +474,17 @@ show_progress :
         return self.bases_[0]._item_similarity_rows(items)  # the first base's item similarities
 
     # ------------------------------------------------------------------ persistence
-    def _saved_state(self):
-        return {**super()._saved_state(), "tail_base_": np.array([self.tail_base_])}
+    def _state_names(self):
+        return (*super()._state_names(), _LEGACY_TAIL)
 
     def _load_state(self, state, specs):
+        if _LEGACY_TAIL in state:  # a file from before the tail could mix bases: one base index
+            nb = len({name.split("__")[0] for name in state if re.fullmatch(r"base\d+__.+", name)})
+            tail = state[_LEGACY_TAIL]
+            if tail.shape != (1,) or tail.dtype.kind not in "iu" or not 0 <= int(tail[0]) < nb:
+                raise ValueError(f"tail_base_ must be one base index in [0, {nb})")
+            state = {**state, "tail_weights_": np.eye(nb)[int(tail[0])]}
+            specs = {**specs, "tail_weights_": {"type": "dense"}}
         super()._load_state(state, specs)
         self.base_names_ = [type(b).__name__ for b in self.bases_]
         self.feature_names_ = feature_names(self.base_names_)
@@ -439,11 +493,10 @@ show_progress :
         super()._check_state()
         nb, n = len(self.bases_), self.n_items_
         d = n_features(nb)
-        tail = np.asarray(self.tail_base_)
-        if tail.shape != (1,) or tail.dtype.kind not in "iu" or not 0 <= int(tail[0]) < nb:
-            raise ValueError(f"tail_base_ must be one base index in [0, {nb})")
-        self.tail_base_ = int(tail[0])
-        self._check_dense_state(dict(zip(_CONTEXT_STATE, ((nb,), (nb,), (n,), (2,)))))
+        self._check_dense_state({"tail_weights_": (nb,), **dict(zip(_CONTEXT_STATE, ((nb,), (nb,), (n,), (2,))))})
+        w = self.tail_weights_
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w):
+            raise ValueError("tail_weights_ must be finite, non-negative and not all zero")
         if np.any(self.context_scale_ <= 0) or self.context_act_[1] <= 0:
             raise ValueError("context scales must be positive")
         trees = [getattr(self, name, None) for name in _TREE_STATE]

@@ -1,5 +1,6 @@
 """How stacked FEBR scores: the engine's linear scorer over the training pools, every user's head
-re-ordered within the tail base's scores, and the validation users' cached base scores.
+re-ordered within the tail's scores (one base's, or the mean of several bases' within-user
+standardised scores), and the validation users' cached base scores.
 
 The engine (:class:`recsys_ltr.warp.WarpSampler`) calls :func:`pool_score` and :func:`pool_update`
 with the flat state ``(pool indptr, pool items, phi (pool entries x features), theta, mean,
@@ -20,7 +21,7 @@ from .._threads import check_num_threads
 from ..ltr.trees import fit_lambdamart
 from ..metrics import evaluate_trusted, ranked_last
 from ..split import sample_users_trusted
-from .stacking import build_pool, stacked_scores, user_blocks
+from .stacking import build_pool, candidate_moments, stacked_scores, user_blocks, with_items
 
 __all__ = [
     "LAMBDAMART_SETTINGS",
@@ -32,6 +33,7 @@ __all__ = [
     "paired_gain",
     "pool_score",
     "pool_update",
+    "tail_scores",
 ]
 
 #: The scorer's paired test runs on validation users that the early stopping never saw, the others
@@ -75,18 +77,18 @@ def pool_update(state, u, pos, neg, weight, lr):
 
 
 @njit(cache=True, parallel=True)
-def _compose_kernel(S, tail, offsets, items, key):
-    """``S[:, tail, :]`` (float64) with each row's head (``items[offsets[r]:offsets[r + 1]]``)
+def _compose_kernel(T, offsets, items, key):
+    """The tail scores ``T`` (a copy) with each row's head (``items[offsets[r]:offsets[r + 1]]``)
     re-ordered by ``key``: the head items take the head's places (their tail scores) in the order
     of ``key`` (ties: better place, then head order); places are assigned best first (ties: lower
     item id).  Head items given tied places are spread, in ``key`` order (equal keys stay tied), over
     the interval down to the row's next lower tail score, so that the key orders them where the tail
     base has no order."""
-    n_rows, n = S.shape[0], S.shape[2]
+    n_rows, n = T.shape
     out = np.empty((n_rows, n))
     for r in prange(n_rows):
         for i in range(n):
-            out[r, i] = S[r, tail, i]
+            out[r, i] = T[r, i]
         lo, hi = offsets[r], offsets[r + 1]
         its = items[lo:hi]
         m = hi - lo
@@ -111,7 +113,7 @@ def _compose_kernel(S, tail, offsets, items, key):
             if groups > 1 and np.isfinite(v):
                 lower = -np.inf
                 for i in range(n):
-                    t = S[r, tail, i]
+                    t = T[r, i]
                     if t < v and t > lower:
                         lower = t
                 step = (v - lower) / groups if np.isfinite(lower) else 1.0
@@ -123,13 +125,28 @@ def _compose_kernel(S, tail, offsets, items, key):
     return out
 
 
-def compose(S, tail, head, key) -> np.ndarray:
-    """The tail base's scores ``S[:, tail, :]`` with each user's head ``(indptr, items)`` re-ordered
+def compose(T, head, key) -> np.ndarray:
+    """The tail scores ``T`` (:func:`tail_scores`) with each user's head ``(indptr, items)`` re-ordered
     by ``key`` (one value per head entry): within each user the head items swap the places (scores)
-    that the tail base gives them, so nothing outside the head moves and a key that ranks like the
-    tail base gives exactly its ranking."""
+    that the tail gives them, so nothing outside the head moves and a key that ranks like the tail
+    gives exactly its ranking."""
     indptr, items = head
-    return _compose_kernel(S, tail, indptr, items, np.asarray(key, dtype=np.float64))
+    return _compose_kernel(T, indptr, items, np.asarray(key, dtype=np.float64))
+
+
+def tail_scores(S, excluded, weights) -> np.ndarray:
+    """The tail's scores of a block (``S`` ``(B, n_bases, n)``): with one weighted base its scores
+    (a view), else ``sum_b weights[b] z_b`` (float64), each base's score standardised within the user
+    over the candidates (the items outside the CSR rows ``excluded``), as the features' ``z`` column is."""
+    (used,) = np.nonzero(weights)
+    if used.size == 1:
+        return S[:, used[0], :]
+    T = np.zeros((S.shape[0], S.shape[2]))
+    for b in used:
+        Sb = np.ascontiguousarray(S[:, b, :], dtype=np.float64)
+        mu, sigma = candidate_moments(Sb, excluded.indptr, excluded.indices)
+        T += weights[b] * (Sb - mu[:, None]) / sigma[:, None]
+    return T
 
 
 class ValidationScores:
@@ -154,6 +171,7 @@ class ValidationScores:
         self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
         self.position[users] = np.arange(users.size)
+        self._tail = (None, None)
 
     def _heads(self):
         """The model's head of every validation user, in blocks of float64 scores (no float64 copy of
@@ -192,17 +210,29 @@ class ValidationScores:
         """Validation value of every base alone (the mean of its users', as ``evaluate`` takes it)."""
         return np.array([values.mean() for values in self._base_user_values])
 
+    def tail(self, weights) -> np.ndarray:
+        """The validation users' scores under the tail ``weights`` (:func:`tail_scores`), kept for
+        the evaluations that follow."""
+        key = np.asarray(weights, np.float64).tobytes()
+        if self._tail[0] != key:
+            self._tail = (key, tail_scores(self.S, with_items(self.rows, self.model.excluded_items_), weights))
+        return self._tail[1]
+
     def value(self, scorer=None, per_user=False):
         """Validation value (``validation_metric``) of ``scorer`` (``theta`` or trees; ``None``: the
         fitted one), or each user's with ``per_user``."""
         indptr, items, phi = self.head
         key = self.model._head_key(phi, scorer)
-        scores = compose(self.S, self.model.tail_base_, (indptr, items), key)  # one block: the sample is bounded
+        scores = compose(self.tail(self.model.tail_weights_), (indptr, items), key)  # one block: the sample is bounded
         return self._evaluate(lambda ids: scores[self.position[ids]], per_user)
 
-    def user_values(self, base: int) -> np.ndarray:
-        """Each validation user's value under base ``base`` alone."""
-        return self._base_user_values[base]
+    def user_values(self, weights) -> np.ndarray:
+        """Each validation user's value under the tail ``weights`` alone (one base's: evaluated once)."""
+        (used,) = np.nonzero(weights)
+        if used.size == 1:
+            return self._base_user_values[used[0]]
+        scores = self.tail(weights)
+        return self._evaluate(lambda ids: scores[self.position[ids]], per_user=True)
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
