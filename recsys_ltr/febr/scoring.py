@@ -143,9 +143,12 @@ def tail_scores(S, excluded, weights) -> np.ndarray:
         return S[:, used[0], :]
     T = np.zeros((S.shape[0], S.shape[2]))
     for b in used:
-        Sb = np.ascontiguousarray(S[:, b, :], dtype=np.float64)
+        Sb = np.array(S[:, b, :], dtype=np.float64, order="C")  # a copy, standardised in place
         mu, sigma = candidate_moments(Sb, excluded.indptr, excluded.indices)
-        T += weights[b] * (Sb - mu[:, None]) / sigma[:, None]
+        Sb -= mu[:, None]
+        Sb *= weights[b]
+        Sb /= sigma[:, None]
+        T += Sb
     return T
 
 
@@ -171,7 +174,6 @@ class ValidationScores:
         self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
         self.position[users] = np.arange(users.size)
-        self._tail = (None, None)
 
     def _heads(self):
         """The model's head of every validation user, in blocks of float64 scores (no float64 copy of
@@ -194,9 +196,17 @@ class ValidationScores:
             None,
             [self.metric],
             users=self.users,
+            batch_size=rows_per_block(8 * self.X.shape[1]),  # the scores of a block only, not the sample's
             num_threads=self.model.num_threads,
         )
         return result.per_user[self.metric] if per_user else result[self.metric]
+
+    def _tail_rows(self, ids, weights) -> np.ndarray:
+        """The tail's scores (:func:`tail_scores`) of the validation users ``ids``."""
+        rows = self.position[ids]
+        (used,) = np.nonzero(weights)
+        excluded = with_items(self.rows[rows], self.model.excluded_items_)
+        return tail_scores(self.S[rows[:, None], used[None, :]], excluded, weights[used])
 
     @cached_property
     def _base_user_values(self) -> list[np.ndarray]:
@@ -206,33 +216,27 @@ class ValidationScores:
             for b in range(self.S.shape[1])
         ]
 
-    def base_values(self) -> np.ndarray:
-        """Validation value of every base alone (the mean of its users', as ``evaluate`` takes it)."""
-        return np.array([values.mean() for values in self._base_user_values])
-
-    def tail(self, weights) -> np.ndarray:
-        """The validation users' scores under the tail ``weights`` (:func:`tail_scores`), kept for
-        the evaluations that follow."""
-        key = np.asarray(weights, np.float64).tobytes()
-        if self._tail[0] != key:
-            self._tail = (key, tail_scores(self.S, with_items(self.rows, self.model.excluded_items_), weights))
-        return self._tail[1]
-
     def value(self, scorer=None, per_user=False):
         """Validation value (``validation_metric``) of ``scorer`` (``theta`` or trees; ``None``: the
         fitted one), or each user's with ``per_user``."""
         indptr, items, phi = self.head
         key = self.model._head_key(phi, scorer)
-        scores = compose(self.tail(self.model.tail_weights_), (indptr, items), key)  # one block: the sample is bounded
-        return self._evaluate(lambda ids: scores[self.position[ids]], per_user)
+
+        def scores(ids):  # the tail's scores with each head re-ordered by the key, block by block
+            rows = self.position[ids]
+            lo, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
+            offsets = np.concatenate(([0], np.cumsum(counts)))
+            at = np.repeat(lo - offsets[:-1], counts) + np.arange(offsets[-1])
+            return compose(self._tail_rows(ids, self.model.tail_weights_), (offsets, items[at]), key[at])
+
+        return self._evaluate(scores, per_user)
 
     def user_values(self, weights) -> np.ndarray:
         """Each validation user's value under the tail ``weights`` alone (one base's: evaluated once)."""
         (used,) = np.nonzero(weights)
         if used.size == 1:
             return self._base_user_values[used[0]]
-        scores = self.tail(weights)
-        return self._evaluate(lambda ids: scores[self.position[ids]], per_user=True)
+        return self._evaluate(lambda ids: self._tail_rows(ids, weights), per_user=True)
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
