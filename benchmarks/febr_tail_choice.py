@@ -8,6 +8,8 @@ and test samples.  Where every unit keeps the committed table's choice and sampl
 tail rule leaves that table as it is::
 
     RECSYS_LTR_DATA=../shared/datasets python benchmarks/febr_tail_choice.py movielens-1m-implicit
+    RECSYS_LTR_DATA=../shared/datasets python benchmarks/febr_tail_choice.py gowalla --protocols fixed \
+        --methods FEBR-stack
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def stop_after_tail_choice(record: dict):
 
     def patched(self, val, tests):
         choose(self, val, tests)
-        adg = self.history_[0]["base_val_adg"]
+        adg = self.history_[0]["base_" + self._val_key]
         record.update(
             best=list(adg)[int(np.argmax(list(adg.values())))],
             tail=" + ".join(self.tail_bases_),
@@ -56,29 +58,44 @@ def tuned(results: pd.DataFrame, fold: int) -> dict:
     return done
 
 
+def units(name: str, protocols):
+    """``(protocol, fold, (train, val, test), settings)`` of every unit of the data set's tables."""
+    for protocol in protocols:
+        if protocol == "fixed":
+            _, parts = datasets.load_presplit(name)
+            splits, k, top = [(parts["train"], parts["valid"], parts["test"])], 20, None
+        else:
+            X = datasets.load(name).matrix
+            top = 100 if protocol == "novelty" else None
+            splits, k = split.folds(X, n_folds=3, random_state=0, exclude_top=top), 10
+        push_down = None if top is None else split.top_items_trusted(X, top)
+        settings = {"budget": "quick", "k": k, "num_threads": 1, "protocol": protocol, "push_down": push_down}
+        for fold, parts in enumerate(splits):
+            yield protocol, fold, parts, top, settings
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
     parser.add_argument("--results", default="eval/results")
     parser.add_argument("--methods", default="FEBR-stack,FEBR-rerank")
+    parser.add_argument("--protocols", default="standard,novelty", help="comma-separated; gowalla: fixed")
     args = parser.parse_args()
-    X = datasets.load(args.dataset).matrix
     record = {}
     stop_after_tail_choice(record)
-    for protocol in ("standard", "novelty"):
+    for protocol, fold, parts, top, settings in units(args.dataset, args.protocols.split(",")):
         results = pd.read_csv(f"{args.results}/{args.dataset}/{protocol}/results.csv")
-        top = 100 if protocol == "novelty" else None
-        push_down = None if top is None else split.top_items_trusted(X, top)
-        settings = {"budget": "quick", "k": 10, "num_threads": 1, "protocol": protocol, "push_down": push_down}
-        for fold, parts in enumerate(split.folds(X, n_folds=3, random_state=0, exclude_top=top)):
-            for name in args.methods.split(","):
-                context = runner.stack_context(runner.get_method(name), tuned(results, fold), top, X.shape[1])
-                record.clear()
-                try:
-                    runner.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
-                except _Chosen:
-                    pass
-                print(args.dataset, protocol, fold, name, record, flush=True)
+        for name in args.methods.split(","):
+            select = runner.selection_metric(protocol, settings["k"])
+            context = runner.stack_context(
+                runner.get_method(name), tuned(results, fold), top, parts[0].shape[1], select
+            )
+            record.clear()
+            try:
+                runner.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
+            except _Chosen:
+                pass
+            print(args.dataset, protocol, fold, name, record, flush=True)
 
 
 if __name__ == "__main__":
