@@ -150,9 +150,9 @@ show_progress :
     items swap the places (scores) that the tail gives them, so items outside the head keep the
     tail's order.  The values are monotone in FEBR's ranking and comparable across a user's items
     (the tail's scale: one base's scores, or a mean of within-user standardised scores), not the
-    scorer's own: those cannot keep the other items in
-    place (the head above all: ``FEBR()`` test ADG .2227 against .2240 on movielens-1m-implicit).  Scoring all items of a user costs the bases' own scoring plus
-    ``O(n_bases n)``.  The model is item-based when all its bases are, and passes
+    scorer's own: those cannot keep the other items in place (the head above all: ``FEBR()`` test
+    ADG .2227 against .2240 on movielens-1m-implicit).  Scoring all items of a user costs the bases'
+    own scoring plus ``O(n_bases n)``.  The model is item-based when all its bases are, and passes
     ``recalculate_user`` to them.
 
     Examples
@@ -426,9 +426,9 @@ show_progress :
         """The head of every user (each base's ``candidates`` best) in the scorer's order above the
         other items in the order of the tail (module docstring)."""
         S = stacked_scores(self.bases_, rows, ids, recalculate)
-        indptr, items, phi = self._head(S, rows)
-        tail = tail_scores(S, with_items(rows, self.excluded_items_), self.tail_weights_)
-        return compose(tail, (indptr, items), self._head_key(phi))
+        excluded = with_items(rows, self.excluded_items_)
+        indptr, items, phi = self._head(S, rows, excluded)
+        return compose(tail_scores(S, excluded, self.tail_weights_), (indptr, items), self._head_key(phi))
 
     def head_features(self, user_ids):
         """Stacked features of the heads of training users (the union of each base's ``candidates``
@@ -450,12 +450,13 @@ show_progress :
         """Dense floats per user of :meth:`head_features` (the bases' rows of scores)."""
         return len(self.bases_) * self.n_items_
 
-    def _head(self, S, rows):
+    def _head(self, S, rows, excluded=None):
         """The head of a block: ``(indptr, items, phi)``, row ``r``'s head entries at
-        ``indptr[r]:indptr[r + 1]`` (items and their features)."""
+        ``indptr[r]:indptr[r + 1]`` (items and their features); ``excluded``: ``rows`` with the
+        model's excluded items, when the caller has them."""
         # ties broken by the standardised popularity of the context: the training popularity's order
         candidates = self._param("candidates")
-        excluded = with_items(rows, self.excluded_items_)
+        excluded = with_items(rows, self.excluded_items_) if excluded is None else excluded
         items, phi, _, counts = heads(S, rows, None, self._context, self.context_pop_, candidates, excluded)
         valid = np.arange(items.shape[1])[None, :] < counts[:, None]
         indptr = np.zeros(counts.size + 1, np.int64)

@@ -83,7 +83,7 @@ def _compose_kernel(T, offsets, items, key):
     of ``key`` (ties: better place, then head order); places are assigned best first (ties: lower
     item id).  Head items given tied places are spread, in ``key`` order (equal keys stay tied), over
     the interval down to the row's next lower tail score, so that the key orders them where the tail
-    base has no order."""
+    has no order."""
     n_rows, n = T.shape
     out = np.empty((n_rows, n))
     for r in prange(n_rows):
