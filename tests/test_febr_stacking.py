@@ -415,6 +415,9 @@ def test_bad_trees_are_refused(change, match):
         (dict(lambdamart_params={"num_leave": 7}), ValueError, "not LightGBM parameters: 'num_leave' .*'num_leaves'"),
         (dict(lambdamart_params={"bogus": 1}), ValueError, "not LightGBM parameters: 'bogus'"),
         (dict(refit=1), TypeError, "refit must be a bool"),
+        (dict(training_users=0), ValueError, "training_users must be"),
+        (dict(training_users="all"), ValueError, "training_users must be a positive int, 'auto' or None"),
+        (dict(training_users=2.5), TypeError, "training_users"),
     ],
 )
 def test_bad_parameters(planted, params, error, match):
@@ -777,3 +780,60 @@ def test_no_usable_label_is_said_before_training(scorer):
     sparse = sp.csr_matrix((rng.random((40, 25)) < 0.05).astype(float))
     with pytest.raises(ValueError, match="no label positive: .* outside the label_exclude_top=20 most popular"):
         FEBR(candidates=10, label_exclude_top=20, **kw).fit(sparse[np.diff(sparse.indptr) > 0])
+
+
+def _pool_queries(monkeypatch):
+    """The queries (users with a pool) of every FEBR fit that follows, recorded as training starts."""
+    from recsys_ltr.febr import model as febr_model
+
+    seen, train_scorer = [], febr_model.FEBR._train_scorer
+
+    def recording(self, pool, *args, **kwargs):
+        seen.append(np.flatnonzero(np.diff(pool.indptr)))
+        return train_scorer(self, pool, *args, **kwargs)
+
+    monkeypatch.setattr(febr_model.FEBR, "_train_scorer", recording)
+    return seen
+
+
+@pytest.mark.parametrize("holdout_", [0.25, 2])
+def test_the_training_pools_keep_at_most_training_users_label_users(monkeypatch, holdout_):
+    """``training_users`` bounds the label users of each part's pool (a random sample of them); with
+    two out-of-fold parts each part keeps its own sample.  The sample is drawn from a stream of its
+    own: the fit's other draws (the bases' grid users, the validation samples) stay as they are."""
+    seen = _pool_queries(monkeypatch)
+    train, val, _ = _synthetic_split(0)
+    bases = [ItemKNN(k=20), UserKNN(k=20)]
+    a = fast(bases=bases, holdout=holdout_, max_iter=0).fit(train, validation=val)
+    b = fast(bases=bases, holdout=holdout_, max_iter=0, training_users=40).fit(train, validation=val)
+    assert a.history_[0] == b.history_[0]  # the same validation values of the same bases
+    np.testing.assert_array_equal(a.tail_weights_, b.tail_weights_)
+    everyone, sampled = seen
+    n_parts = 1 if holdout_ == 0.25 else 2
+    assert everyone.size > n_parts * 300  # nearly every one of the 400 users has a label in each part
+    assert sampled.size == n_parts * 40
+    if n_parts == 2:  # queries of part 2 follow those of part 1: two samples, not one repeated
+        assert not np.array_equal(sampled[:40], sampled[40:] - sampled[40] + sampled[0])
+
+
+def test_training_users_auto_follows_the_cost_model(monkeypatch):
+    """``"auto"``: as many label users as keep users x items x bases x parts within POOL_SCORES;
+    a limit at or above the label users leaves the fit unchanged, bit for bit (no sample is drawn)."""
+    from recsys_ltr.febr import model as febr_model
+
+    m = FEBR()
+    assert m._training_limit(40_981, 6, 1) == febr_model.POOL_SCORES // (40_981 * 6) == 8_733
+    assert m._training_limit(17_000, 6, 2) == febr_model.POOL_SCORES // (17_000 * 12)
+    assert FEBR(training_users=None)._training_limit(10**9, 10, 5) is None
+    train, val, _ = _synthetic_split(0)
+    monkeypatch.setattr(febr_model, "POOL_SCORES", 80 * 2 * 100)  # 100 users of the 80-item catalogue
+    seen = _pool_queries(monkeypatch)
+    auto = fast(bases=[ItemKNN(k=20), UserKNN(k=20)]).fit(train, validation=val)
+    assert seen[0].size == 100
+    monkeypatch.setattr(febr_model, "POOL_SCORES", 2**31)
+    a = fast(bases=[ItemKNN(k=20), UserKNN(k=20)]).fit(train, validation=val)
+    b = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], training_users=None).fit(train, validation=val)
+    assert seen[1].size == seen[2].size > 300
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.score(np.arange(50)), b.score(np.arange(50)))
+    assert not np.array_equal(auto.coef_, a.coef_)

@@ -138,11 +138,12 @@ def fit_base(spec: BaseSpec, F, L, n_eval_users, rng) -> Recommender:
     return best
 
 
-def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users, rng, stage, never=()):
+def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users, n_pool_users, rng, stage, never=()):
     """``(pool, settings)``: the training pool of the label ``parts`` ``[(F, L), ...]`` (each base
     fitted on ``F``, its grid searched on the first part and its winner used on the others; one fit
-    of each base held at a time) and the chosen setting of every base.  ``stage(message)`` reports
-    progress; ``never``: items that are no one's candidate."""
+    of each base held at a time; at most ``n_pool_users`` label users of each part, a random sample,
+    ``None``: all) and the chosen setting of every base.  ``stage(message)`` reports progress;
+    ``never``: items that are no one's candidate."""
     pools, settings = [], None
     for part, (F, L) in enumerate(parts):
         bases_F = []
@@ -158,7 +159,9 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_eval_users
         settings = settings or [b.get_params() for b in bases_F]  # the first part's grid winners
         stage("features of the training pairs")
         context = context_statistics(bases_F, F, sample_users_trusted(F, STAT_USERS))
-        pools.append(build_pool(bases_F, context, F, L, n_top, exclude_known=exclude_known, never=never))
+        # a child stream: every other draw of the fit stays as it is without a limit
+        users = sample_users_trusted(L, n_pool_users, rng.spawn(1)[0])
+        pools.append(build_pool(bases_F, context, F, L, n_top, users, exclude_known=exclude_known, never=never))
         del bases_F
     return concatenate_pools(pools), settings
 

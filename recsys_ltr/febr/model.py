@@ -55,13 +55,23 @@ from .stacking import (
     with_items,
     z_column,
 )
-from .training import STAT_USERS, OptADGRecommender
+from .training import STAT_USERS, OptADGRecommender, check_user_limit
 
 __all__ = ["FEBR"]
 
 _log = logging.getLogger(__name__)
 
 _SCORERS = ("linear", "lambdamart")
+
+#: ``training_users="auto"``: the label users of the training pools are a random sample when their
+#: base scores (users x items x bases, over the label parts) would exceed this many values.  Building
+#: the pools costs about that (each base's dense row of every user), while the scorer's weights (three
+#: per base) gain nothing measurable from more queries: on gowalla (29,858 users x 40,981 items, six
+#: bases) the pools of every user took 135 s of a 333 s fit, those of 8,733 users 42 s of 242 s, with
+#: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics).  No sample on the
+#: five data sets of the benchmark tables (citeulike-a, the largest, scores 5.7e8 values).
+POOL_SCORES = 2**31
+
 _CONTEXT_STATE = ("context_mean_", "context_scale_", "context_pop_", "context_act_")
 _TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
 #: Parameters of the FEBR class before the dissertation's model became AffinityFEBR (old files).
@@ -101,6 +111,11 @@ show_progress :
         bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
         the label users of the bases' grid search, and the early-stopping sample leaves the paired
         test below users of their own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
+    training_users : int, "auto" or None
+        The most label users whose pools the scorer trains on, a random sample of each label part
+        (``"auto"``: as many as keep their base scores within :data:`POOL_SCORES` values, users x
+        items x bases over the label parts; every user of the benchmark sets up to citeulike-a,
+        8,733 of gowalla's 29,858); ``None``: all.
     init : {"best", "zeros"}
         Starting ``theta``: the tail's weights on the bases' within-user scores.
     lambdamart_params : dict, optional
@@ -194,6 +209,7 @@ show_progress :
         eval_every=50_000,
         early_stopping=5,
         validation_users="auto",
+        training_users="auto",
         validation_metric="ADG",
         init="best",
         lambdamart_params=None,
@@ -217,6 +233,7 @@ show_progress :
         self.eval_every = eval_every
         self.early_stopping = early_stopping
         self.validation_users = validation_users
+        self.training_users = training_users
         self.validation_metric = validation_metric
         self.init = init
         self.lambdamart_params = lambdamart_params
@@ -261,6 +278,7 @@ show_progress :
         check_lambdamart_params(self.lambdamart_params or {})
         if self.fallback_p is not None:
             check_real(self.fallback_p, "fallback_p", low=0.0, high=1.0)
+        check_user_limit(self.training_users, "training_users")
 
     def _check_holdout(self):
         if isinstance(self.holdout, (int, np.integer)) and not isinstance(self.holdout, (bool, np.bool_)):
@@ -294,6 +312,7 @@ show_progress :
             self.candidates,
             self.holdout != 0,
             self._validation_limit(X.shape[1]),
+            self._training_limit(X.shape[1], len(specs), len(parts)),
             rng,
             stage,
             self.excluded_items_,
@@ -304,6 +323,12 @@ show_progress :
         self.feature_names_ = feature_names(names)
         self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
         return pool
+
+    def _training_limit(self, n_items, n_bases, n_parts):
+        """The most label users of each part's training pool (``None``: all)."""
+        if isinstance(self.training_users, str):  # "auto"
+            return max(1, POOL_SCORES // (n_items * n_bases * n_parts))
+        return self.training_users
 
     def _check_trainable(self, pool):
         """Refuse, before any training, a pool where no user has a label and a non-label in its head."""

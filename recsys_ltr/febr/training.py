@@ -51,6 +51,14 @@ MIN_VALIDATION_USERS = 1000
 VALIDATION_SCORES = 2**21
 
 
+def check_user_limit(value, name) -> None:
+    """Check a limit on users: a positive int, ``"auto"`` or ``None``."""
+    if isinstance(value, str) and value != "auto":
+        raise ValueError(f"{name} must be a positive int, 'auto' or None, got {value!r}")
+    if value is not None and not isinstance(value, str):
+        check_positive_int(value, name)
+
+
 class OptADGRecommender(Recommender):
     """Base of the FEBR estimators: parameters and fit of OPT-ADG (module docstring).
 
@@ -138,10 +146,7 @@ class OptADGRecommender(Recommender):
         check_positive_int(self.gamma if self.beta is None else self.beta, "gamma" if self.beta is None else "beta")
         if self.early_stopping is not None:
             check_positive_int(self.early_stopping, "early_stopping")
-        if isinstance(self.validation_users, str) and self.validation_users != "auto":
-            raise ValueError(f"validation_users must be a positive int, 'auto' or None, got {self.validation_users!r}")
-        if self.validation_users is not None and not isinstance(self.validation_users, str):
-            check_positive_int(self.validation_users, "validation_users")
+        check_user_limit(self.validation_users, "validation_users")
         check_seed(self.random_state)
         if not isinstance(self.validation_metric, str):
             raise TypeError(f"validation_metric must be a metric name (str), got {self.validation_metric!r}")
