@@ -170,6 +170,7 @@ class ValidationScores:
         self.model, self.X, self.validation, self.users = model, X, validation, users
         self.metric = model._validation_metric(X.shape[1])
         self.rows = X[users]
+        self.excluded = with_items(self.rows, model.excluded_items_)  # the non-candidates of each user
         self.S = stacked_scores(model.bases_, self.rows, users, dtype=np.float32)
         self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
@@ -179,7 +180,7 @@ class ValidationScores:
         """The model's head of every validation user, in blocks of float64 scores (no float64 copy of
         the whole cache)."""
         parts = [
-            self.model._head(self.S[block].astype(np.float64), self.rows[block])
+            self.model._head(self.S[block].astype(np.float64), self.rows[block], self.excluded[block])
             for block in user_blocks(self.users.size, self.X.shape[1], self.S.shape[1])
         ]
         counts = np.concatenate([np.diff(indptr) for indptr, _, _ in parts])
@@ -205,8 +206,7 @@ class ValidationScores:
         """The tail's scores (:func:`tail_scores`) of the validation users ``ids``."""
         rows = self.position[ids]
         (used,) = np.nonzero(weights)
-        excluded = with_items(self.rows[rows], self.model.excluded_items_)
-        return tail_scores(self.S[rows[:, None], used[None, :]], excluded, weights[used])
+        return tail_scores(self.S[rows[:, None], used[None, :]], self.excluded[rows], weights[used])
 
     @cached_property
     def _base_user_values(self) -> list[np.ndarray]:
