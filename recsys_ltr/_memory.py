@@ -13,7 +13,7 @@ __all__ = ["BLOCK_BYTES", "CACHE_BYTES", "MATRIX_BYTES", "TASK_BYTES", "availabl
 BLOCK_BYTES = 2**25
 #: One task's or one evaluation batch's dense block of scores (256 MiB): executors and ``evaluate``.
 TASK_BYTES = 2**28
-#: Data cached for a whole fit (512 MiB): FEBR's base scores of its validation users.
+#: Data cached for a whole fit (512 MiB): the tail scores of each of FEBR's validation samples.
 CACHE_BYTES = 2**29
 #: One dense matrix a fit may build (1 GiB): SLIM's Gram matrix, FEBR's bitset of the feedback.
 MATRIX_BYTES = 2**30

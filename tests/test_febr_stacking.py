@@ -23,6 +23,8 @@ from recsys_ltr.febr.stacking import (
     feature_names,
     heads,
     pool_relevance,
+    stacked_scores,
+    with_items,
     z_column,
 )
 from recsys_ltr.ltr.trees import Trees, fit_lambdamart, predict_trees
@@ -705,6 +707,37 @@ def test_the_paired_tests_run_on_users_the_selection_never_saw():
             assert tests.users.size == min(with_val - selection.users.size, limit or with_val)
         else:
             assert tests is selection and selection.users.size == with_val
+
+
+def test_the_validation_sample_is_scored_block_by_block_and_caches_one_tail(monkeypatch):
+    """The validation sample's heads, every base's per-user values and the tail's scores, built from
+    blocks of a few users (a planted block budget), equal those of the whole sample at once; its size
+    is bounded by one float64 row of the tail per user, whatever the number of bases."""
+    from recsys_ltr import _memory
+    from recsys_ltr.febr import scoring
+
+    train, val, _ = _synthetic_split(0)
+    model = fast(bases=[ItemKNN(k=20), UserKNN(k=20), Popularity()], max_iter=0, validation_users=None)
+    model.fit(train, validation=val)
+    monkeypatch.setattr(scoring, "CACHE_BYTES", 8 * train.shape[1] * 150)
+    whole = scoring.ValidationScores(model, train, val, np.random.default_rng(0))
+    assert whole.users.size == 150
+    monkeypatch.setattr(_memory, "BLOCK_BYTES", 8 * train.shape[1] * 3 * 7)  # blocks of 7 users
+    blocks = scoring.ValidationScores(model, train, val, np.random.default_rng(0))
+    np.testing.assert_array_equal(blocks.users, whole.users)
+    rows = train[whole.users]
+    S = stacked_scores(model.bases_, rows, whole.users, dtype=np.float32)  # the sample's precision
+    for a, b in zip(blocks.head, model._head(S.astype(np.float64), rows)):
+        np.testing.assert_array_equal(a, b)
+    for b in range(3):
+        scores = lambda ids, b=b: S[np.searchsorted(whole.users, ids), b, :]  # noqa: E731
+        expected = evaluate(scores, train, val, metrics=["ADG"], users=whole.users).per_user["ADG"]
+        np.testing.assert_array_equal(blocks.user_values(np.eye(3)[b]), expected)
+    mean = np.array([0.5, 0.5, 0.0])
+    expected = tail_scores(S, with_items(rows, model.excluded_items_), mean)
+    np.testing.assert_array_equal(blocks.tail(mean), expected)
+    assert blocks.tail(mean) is blocks.tail(mean.copy())  # kept while the weights stay
+    np.testing.assert_array_equal(blocks.tail(np.eye(3)[1]), S[:, 1, :])
 
 
 def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):

@@ -10,8 +10,6 @@ the iterates after every update, for their average)``.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 from numba import njit, prange
 from scipy.stats import wilcoxon
@@ -153,12 +151,14 @@ def tail_scores(S, excluded, weights) -> np.ndarray:
 
 
 class ValidationScores:
-    """The validation users' base scores on ``X`` (float32, cached within
-    :data:`recsys_ltr._memory.CACHE_BYTES`) and their heads, for the early-stopping evaluations of
-    stacked FEBR: ``model`` gives the fitted bases, ``_head`` and ``_head_key``."""
+    """The validation users of stacked FEBR's early stopping and tests: their heads and every base's
+    per-user validation value, computed block by block from the bases' scores on ``X``, and the tail's
+    scores of every user (one float64 row per user within :data:`recsys_ltr._memory.CACHE_BYTES`,
+    kept for the tail's weights of the last call).  ``model`` gives the fitted bases, ``_head`` and
+    ``_head_key``."""
 
     def __init__(self, model, X, validation, rng, exclude=None):
-        limit = rows_per_block(4 * len(model.bases_) * X.shape[1], CACHE_BYTES)
+        limit = rows_per_block(8 * X.shape[1], CACHE_BYTES)
         most = model._validation_limit(X.shape[1])
         if most is not None:
             limit = min(limit, most)
@@ -171,24 +171,34 @@ class ValidationScores:
         self.metric = model._validation_metric(X.shape[1])
         self.rows = X[users]
         self.excluded = with_items(self.rows, model.excluded_items_)  # the non-candidates of each user
-        self.S = stacked_scores(model.bases_, self.rows, users, dtype=np.float32)
-        self.head = self._heads()  # the head does not depend on theta
         self.position = np.full(X.shape[0], -1, np.int64)
         self.position[users] = np.arange(users.size)
+        self.head, self._base_values = self._heads_and_values()  # neither depends on theta
+        self._tail = (None, None)  # (weights, the tail's scores of every user)
 
-    def _heads(self):
-        """The model's head of every validation user, in blocks of float64 scores (no float64 copy of
-        the whole cache)."""
-        parts = [
-            self.model._head(self.S[block].astype(np.float64), self.rows[block], self.excluded[block])
-            for block in user_blocks(self.users.size, self.X.shape[1], self.S.shape[1])
-        ]
-        counts = np.concatenate([np.diff(indptr) for indptr, _, _ in parts])
+    def _heads_and_values(self):
+        """The model's head of every validation user and each base's per-user validation value, from
+        the bases' scores of one block of users at a time."""
+        heads, values = [], []
+        for block in user_blocks(self.users.size, self.X.shape[1], len(self.model.bases_)):
+            S = stacked_scores(self.model.bases_, self.rows[block], self.users[block], dtype=np.float32)
+            heads.append(self.model._head(S.astype(np.float64), self.rows[block], self.excluded[block]))
+            values.append(self._values_of_block(S, self.users[block]))
+        counts = np.concatenate([np.diff(indptr) for indptr, _, _ in heads])
         indptr = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
-        return indptr, np.concatenate([items for _, items, _ in parts]), np.concatenate([phi for _, _, phi in parts])
+        head = indptr, np.concatenate([items for _, items, _ in heads]), np.concatenate([phi for _, _, phi in heads])
+        return head, [np.concatenate(per_base) for per_base in zip(*values)]
 
-    def _evaluate(self, score_fn, per_user=False):
+    def _values_of_block(self, S, users) -> list[np.ndarray]:
+        """Each base's per-user validation value of ``users``, a block of the sample, from its scores ``S``."""
+        first = self.position[users[0]]
+        return [
+            self._evaluate(lambda ids, b=b: S[self.position[ids] - first, b, :], per_user=True, users=users)
+            for b in range(S.shape[1])
+        ]
+
+    def _evaluate(self, score_fn, per_user=False, users=None):
         never = self.model.excluded_items_  # ranked last, as the model ranks them
         result = evaluate_trusted(
             ranked_last(score_fn, never) if never.size else score_fn,
@@ -196,38 +206,39 @@ class ValidationScores:
             self.validation,
             None,
             [self.metric],
-            users=self.users,
+            users=self.users if users is None else users,
             batch_size=rows_per_block(8 * self.X.shape[1]),  # the scores of a block only, not the sample's
             num_threads=self.model.num_threads,
         )
         return result.per_user[self.metric] if per_user else result[self.metric]
 
-    def _tail_rows(self, ids, weights) -> np.ndarray:
-        """The tail's scores (:func:`tail_scores`) of the validation users ``ids``."""
-        rows = self.position[ids]
-        (used,) = np.nonzero(weights)
-        return tail_scores(self.S[rows[:, None], used[None, :]], self.excluded[rows], weights[used])
-
-    @cached_property
-    def _base_user_values(self) -> list[np.ndarray]:
-        """Each base's per-user validation value, evaluated once for the tail choice and the tests."""
-        return [
-            self._evaluate(lambda ids, b=b: self.S[self.position[ids], b, :], per_user=True)
-            for b in range(self.S.shape[1])
-        ]
+    def tail(self, weights) -> np.ndarray:
+        """The tail's scores (:func:`tail_scores`) of every validation user under ``weights``: scored
+        by the bases it weighs, block by block, and kept until a call with other weights."""
+        if self._tail[0] is None or not np.array_equal(self._tail[0], weights):
+            self._tail = (None, None)  # one tail held at a time
+            (used,) = np.nonzero(weights)
+            bases = [self.model.bases_[b] for b in used]
+            T = np.empty((self.users.size, self.X.shape[1]), np.float32 if used.size == 1 else np.float64)
+            for block in user_blocks(self.users.size, self.X.shape[1], used.size):
+                S = stacked_scores(bases, self.rows[block], self.users[block], dtype=np.float32)
+                T[block] = tail_scores(S, self.excluded[block], weights[used])
+            self._tail = (np.array(weights, dtype=np.float64), T)
+        return self._tail[1]
 
     def value(self, scorer=None, per_user=False):
         """Validation value (``validation_metric``) of ``scorer`` (``theta`` or trees; ``None``: the
         fitted one), or each user's with ``per_user``."""
         indptr, items, phi = self.head
         key = self.model._head_key(phi, scorer)
+        T = self.tail(self.model.tail_weights_)
 
         def scores(ids):  # the tail's scores with each head re-ordered by the key, block by block
             rows = self.position[ids]
             lo, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
             offsets = np.concatenate(([0], np.cumsum(counts)))
             at = np.repeat(lo - offsets[:-1], counts) + np.arange(offsets[-1])
-            return compose(self._tail_rows(ids, self.model.tail_weights_), (offsets, items[at]), key[at])
+            return compose(T[rows], (offsets, items[at]), key[at])
 
         return self._evaluate(scores, per_user)
 
@@ -235,8 +246,9 @@ class ValidationScores:
         """Each validation user's value under the tail ``weights`` alone (one base's: evaluated once)."""
         (used,) = np.nonzero(weights)
         if used.size == 1:
-            return self._base_user_values[used[0]]
-        return self._evaluate(lambda ids: self._tail_rows(ids, weights), per_user=True)
+            return self._base_values[used[0]]
+        T = self.tail(weights)
+        return self._evaluate(lambda ids: T[self.position[ids]], per_user=True)
 
 
 #: The LightGBM settings tried when ``lambdamart_params`` is not given, the better by validation
