@@ -215,7 +215,7 @@ class ValidationScores:
     def tail(self, weights) -> np.ndarray:
         """The tail's scores (:func:`tail_scores`) of every validation user under ``weights``: scored
         by the bases it weighs, block by block, and kept until a call with other weights."""
-        if self._tail[0] is None or not np.array_equal(self._tail[0], weights):
+        if not np.array_equal(self._tail[0], weights):  # None (no tail yet) equals no weights
             self._tail = (None, None)  # one tail held at a time
             (used,) = np.nonzero(weights)
             bases = [self.model.bases_[b] for b in used]
