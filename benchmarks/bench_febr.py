@@ -9,8 +9,8 @@ memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run (implici
 --only febr`` times ``FEBR().fit`` against an earlier version of the code.
 
 * FEBR-stack: ``FEBR()`` at its defaults (stacked bases, leak-free holdout, carved validation), fitted
-  without the split's validation; ``bases_s`` is the time spent in base fits (grid search, refits on
-  the feature part, the fit part and all of the training matrix), ``slowest_base_s`` the slowest
+  without the split's validation; ``bases_s`` is the time spent in base fits (on the feature part,
+  the fit part and all of the training matrix), ``slowest_base_s`` the slowest
   single base fit and ``stacking_s = fit - bases_s`` the stacking layer (base scoring, pools,
   features, OPT-ADG, validation);
 * FEBR: ``AffinityFEBR``, FEBRi, cosine affinity, k = 100, default max_iter / gamma / learning rate, validation

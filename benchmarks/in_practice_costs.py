@@ -59,7 +59,7 @@ MODELS = {
     "BPR": "BPR()",
     "LightFMWARP": "LightFMWARP()",
     "FEBR": "FEBR()",
-    "FEBR-light": "FEBR(bases=[RP3beta(), ALS()], candidates=50)",  # given bases: no grid search; a smaller head
+    "FEBR-light": "FEBR(bases=[RP3beta(), ALS()], candidates=50)",  # two given bases; a smaller head
 }
 #: (model, size) -> why it is not run there, with its estimated cost
 SKIP = {

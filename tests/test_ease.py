@@ -243,23 +243,6 @@ def test_gram_equals_the_textbook_sum(seed):
     np.testing.assert_allclose(G.toarray()[off], expected[off], rtol=1e-15)
 
 
-@pytest.mark.parametrize("solver", ["dense", "sparse"])
-def test_a_grid_over_regularization_shares_one_gram_and_equals_separate_fits(solver, monkeypatch):
-    X = sp.csr_matrix(random_matrix(0, n_users=40, n_items=25))
-    grid = [{"regularization": v} for v in (5.0, 0.5, 50.0)]
-    calls, gram = [], ease_module._gram
-    monkeypatch.setattr(ease_module, "_gram", lambda X: calls.append(1) or gram(X))
-    models = list(EASE(solver=solver, k=6)._fit_grid_trusted(X, grid))
-    assert len(calls) == 1
-    for model, setting in zip(models, grid):  # a later fit sees the Gram matrix untouched by the earlier ones
-        assert model.regularization == setting["regularization"] and not hasattr(model, "_shared_gram")
-        alone = EASE(solver=solver, k=6, **setting).fit(X)
-        np.testing.assert_array_equal(model.score(np.arange(40)), alone.score(np.arange(40)))
-    calls.clear()
-    mixed = [{"regularization": 5.0, "k": 3}, {"regularization": 5.0, "k": 6}]
-    assert [m.k for m in EASE(solver=solver)._fit_grid_trusted(X, mixed)] == [3, 6] and len(calls) == 2
-
-
 @pytest.mark.kernels
 @pytest.mark.parametrize("seed", range(3))
 def test_fsai_pattern_sizes_count_earlier_neighbours(seed):

@@ -833,7 +833,7 @@ def _pool_queries(monkeypatch):
 def test_the_training_pools_keep_at_most_training_users_label_users(monkeypatch, holdout_):
     """``training_users`` bounds the label users of each part's pool (a random sample of them); with
     two out-of-fold parts each part keeps its own sample.  The sample is drawn from a stream of its
-    own: the fit's other draws (the bases' grid users, the validation samples) stay as they are."""
+    own: the fit's other draws (the label parts, the validation samples) stay as they are."""
     seen = _pool_queries(monkeypatch)
     train, val, _ = _synthetic_split(0)
     bases = [ItemKNN(k=20), UserKNN(k=20)]

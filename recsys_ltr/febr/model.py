@@ -87,12 +87,10 @@ class FEBR(OptADGRecommender):
     Parameters
     ----------
     bases : "auto" or list of Recommender
-        ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES` (EASE, dense on small
-        catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p, item-p and, up to 2,048 items,
-        fsSLIM), each with a small grid of its main hyper-parameters searched leak-free on the training
-        labels.  A list: these
-        recommenders with their parameters as given (a model already fitted on the same ``X`` is
-        reused at prediction).
+        ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES`, each at its one-line
+        default (EASE, dense on small catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p,
+        item-p and, up to 2,048 items, fsSLIM).  A list: these recommenders with their parameters as
+        given (a model already fitted on the same ``X`` is reused at prediction).
     scorer : {"linear", "lambdamart"}
         How the head is re-ranked: the linear scorer trained by OPT-ADG, or LightGBM's LambdaMART
         on the same features (needs LightGBM).
@@ -108,9 +106,9 @@ class FEBR(OptADGRecommender):
 beta, eval_every, early_stopping, validation_users, validation_metric, random_state, num_threads, \
 show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
-        bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) also bounds
-        the label users of the bases' grid search, and the early-stopping sample leaves the paired
-        test below users of their own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
+        bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) bounds each
+        validation sample, and the early-stopping sample leaves the paired test below users of their
+        own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
     training_users : int, "auto" or None
         The most label users whose pools the scorer trains on, a random sample of each label part
         (``"auto"``: as many as keep their base scores within :data:`POOL_SCORES` values, users x
@@ -183,8 +181,8 @@ show_progress :
     >>> ids.shape
     (3,)
 
-    ``FEBR()`` alone stacks the default bases (:data:`recsys_ltr.febr.bases.AUTO_BASES`), each with a
-    small grid searched on the training labels.
+    ``FEBR()`` alone stacks the default bases (:data:`recsys_ltr.febr.bases.AUTO_BASES`), each at its
+    defaults.
     """
 
     _INITS = ("best", "zeros")
@@ -300,25 +298,24 @@ show_progress :
             self._train_scorer(pool, X, validation, rng, bar)
 
     def _fit_bases(self, X, rng, bar):
-        """The bases on the label parts (their grids searched on the first part), the training pools
-        of their features, then the bases' settings fitted on ``X``."""
+        """The bases on the label parts, the training pools of their features, then the bases fitted
+        on ``X``."""
         names, specs = resolve_bases(self.bases, X.shape, self.num_threads)
         stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
         parts = self._label_parts(X, rng)
-        pool, settings = pools_of_label_parts(
+        pool = pools_of_label_parts(
             specs,
             names,
             parts,
             self.candidates,
             self.holdout != 0,
-            self._validation_limit(X.shape[1]),
             self._training_limit(X.shape[1], len(specs), len(parts)),
             rng,
             stage,
             self.excluded_items_,
         )
         self._check_trainable(pool)
-        self.bases_ = fit_on(specs, names, settings, X, stage)
+        self.bases_ = fit_on(specs, names, X, stage)
         self.base_names_ = names
         self.feature_names_ = feature_names(names)
         self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))

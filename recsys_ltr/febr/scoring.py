@@ -182,7 +182,7 @@ class ValidationScores:
         heads, values = [], []
         for block in user_blocks(self.users.size, self.X.shape[1], len(self.model.bases_)):
             S = stacked_scores(self.model.bases_, self.rows[block], self.users[block], dtype=np.float32)
-            heads.append(self.model._head(S.astype(np.float64), self.rows[block], self.excluded[block]))
+            heads.append(self.model._head(S, self.rows[block], self.excluded[block]))  # float32: read exactly
             values.append(self._values_of_block(S, self.users[block]))
         counts = np.concatenate([np.diff(indptr) for indptr, _, _ in heads])
         indptr = np.zeros(counts.size + 1, np.int64)

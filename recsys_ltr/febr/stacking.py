@@ -322,7 +322,7 @@ def moments(S, rows) -> tuple[np.ndarray, np.ndarray]:
     B, nb = S.shape[:2]
     mu, sigma = np.empty((B, nb)), np.empty((B, nb))
     for b in range(nb):
-        mu[:, b], sigma[:, b] = candidate_moments(np.ascontiguousarray(S[:, b, :]), rows.indptr, rows.indices)
+        mu[:, b], sigma[:, b] = candidate_moments(S[:, b, :], rows.indptr, rows.indices)  # a view: rows contiguous
     return mu, sigma
 
 
@@ -337,9 +337,8 @@ def heads(S, rows, labels, context: BaseFeatures, popularity, n_top, excluded=No
     tops = np.full((B, nb, n_top), -1, np.int64)
     no_items = np.zeros(n, dtype=np.bool_)
     for b in range(nb):
-        Sb = np.ascontiguousarray(S[:, b, :])
         _topk.top_k_dense(
-            Sb,
+            S[:, b, :],
             popularity,
             excluded.indptr,
             excluded.indices,

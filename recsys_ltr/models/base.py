@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted
 
@@ -161,14 +161,6 @@ class Recommender(Persistable, BaseEstimator):
         self.params_ = self.get_params(deep=False)
         self._prepare()
         return self
-
-    def _fit_grid_trusted(self, X, grid):
-        """Yield the models of the settings ``grid`` (dicts of parameters) fitted on the canonical
-        ``X``, in order, one fit at a time.  Models override it to share the work the settings have
-        in common (EASE: one Gram matrix for every ``regularization``; neighbourhoods: one fit at the
-        largest ``k``)."""
-        for setting in grid:
-            yield clone(self).set_params(**setting)._fit_trusted(X)
 
     def _fit_description(self) -> str:
         """The setting a fit's first log line names: the parameters besides threads, progress and

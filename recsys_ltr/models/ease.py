@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from sklearn.base import clone
 
 from .. import _memory
 from .._progress import progress
@@ -141,8 +140,7 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        shared = self.__dict__.pop("_shared_gram", None)  # set by _fit_grid_trusted for this X
-        gram, norms = shared or _gram(X)
+        gram, norms = _gram(X)
         self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside the Gram matrix
         if self.solver_ == "dense":
             dense = gram.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
@@ -150,20 +148,8 @@ class EASE(Recommender):
             dense[np.diag_indices_from(dense)] = norms + self.regularization
             self.B_, self.factor_ = self._dense_weights(dense), None
         else:
-            A = gram.copy() if shared else gram
-            A.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
-            self.B_, self.factor_ = None, self._sparse_factor(A)
-
-    def _fit_grid_trusted(self, X, grid):
-        """A grid over ``regularization`` alone: one Gram matrix ``X^T X`` for every λ."""
-        if not all(set(setting) == {"regularization"} for setting in grid):
-            yield from super()._fit_grid_trusted(X, grid)
-            return
-        shared = _gram(X)
-        for setting in grid:
-            model = clone(self).set_params(**setting)
-            model._shared_gram = shared
-            yield model._fit_trusted(X)
+            gram.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
+            self.B_, self.factor_ = None, self._sparse_factor(gram)
 
     def _fit_outcome(self) -> str:
         return f" ({self.solver_} solve)"

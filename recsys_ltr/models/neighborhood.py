@@ -33,15 +33,6 @@ class PrefixK:
     """``with_k`` for models whose fitted state holds row prefixes for every ``k <= _k_limit()``
     (sec. 4.5.6): the model of a smaller ``k`` shares the state and only re-derives its scorer."""
 
-    def _fit_grid_trusted(self, X, grid):
-        """A grid over ``k`` alone: one fit at the largest ``k``, the others its truncations."""
-        if not all(set(setting) == {"k"} for setting in grid):
-            yield from super()._fit_grid_trusted(X, grid)
-            return
-        ks = [setting["k"] for setting in grid]
-        widest = clone(self).set_params(k=max(ks))._fit_trusted(X)
-        yield from (widest if k == max(ks) else widest.with_k(k) for k in ks)
-
     def with_k(self, k):
         """The fitted model for a smaller neighbourhood size ``k``, without recomputation."""
         self._check_fitted()
@@ -340,4 +331,5 @@ class KUNN(_Neighborhood):
         item = self._item_part(rows)
         item /= np.sqrt(kunn_counts(rows))[:, None]  # 1/sqrt(c(u)); an empty row's item part is 0
         user *= self.item_factor_[None, :]
-        return item + user
+        item += user
+        return item
