@@ -209,35 +209,6 @@ def test_user_based_models_recalculate_user(model):
 
 
 @pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN, RP3beta])
-def test_a_grid_over_k_is_one_fit_and_equals_separate_fits(cls, monkeypatch):
-    D = feedback(8, 15, 12)
-    X = cls()._check_input(D, "X")
-    fits, fit = [], cls._fit
-    monkeypatch.setattr(cls, "_fit", lambda self, X: fits.append(self.k) or fit(self, X))
-    grid = [{"k": 4}, {"k": 8}, {"k": 1}]
-    models = list(cls()._fit_grid_trusted(X, grid))
-    assert fits == [8] and [m.k for m in models] == [4, 8, 1]
-    for model in models:
-        np.testing.assert_array_equal(model.score(np.arange(15)), cls(k=model.k).fit(D).score(np.arange(15)))
-    fits.clear()
-    other = {RP3beta: "beta", KUNN: "side"}.get(cls)
-    if other is not None:  # a grid over more than k: one fit per setting
-        values = (0.3, 0.7) if other == "beta" else ("item", "user")
-        mixed = [{"k": 4, other: v} for v in values]
-        assert [getattr(m, other) for m in cls()._fit_grid_trusted(X, mixed)] == list(values) and fits == [4, 4]
-
-
-def test_the_default_grid_fits_each_setting_in_order():
-    D = feedback(9, 20, 15)
-    X = ALS()._check_input(D, "X")
-    grid = [{"factors": 3, "regularization": r} for r in (0.1, 10.0)]
-    for model, setting in zip(ALS(iterations=3)._fit_grid_trusted(X, grid), grid):
-        alone = ALS(iterations=3, **setting).fit(D)
-        assert model.regularization == setting["regularization"]
-        np.testing.assert_array_equal(model.score(np.arange(20)), alone.score(np.arange(20)))
-
-
-@pytest.mark.parametrize("cls", [ItemKNN, UserKNN, KUNN, RP3beta])
 def test_with_k_equals_refit(cls):
     D = feedback(8, 15, 12)
     big = cls(k=8).fit(D)
