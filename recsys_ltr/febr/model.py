@@ -39,6 +39,7 @@ from .scoring import (
     compose,
     confirmation_scores,
     fit_reranker,
+    linear_key,
     paired_gain,
     pool_score,
     pool_update,
@@ -491,7 +492,7 @@ show_progress :
         scorer = (self.trees_ if self.trees_ is not None else self.coef_) if scorer is None else scorer
         if isinstance(scorer, Trees):
             return predict_trees(scorer, phi)
-        return (phi - self.feature_mean_) @ (scorer / self.feature_scale_)
+        return linear_key(phi, self.feature_mean_, scorer / self.feature_scale_)
 
     def _item_similarity_rows(self, items):
         return self.bases_[0]._item_similarity_rows(items)  # the first base's item similarities
