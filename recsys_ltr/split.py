@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterator
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -575,7 +576,32 @@ def _cut_key(value, times, name):
     if kind == "M" and stamp.tzinfo is not None:
         stamp = stamp.tz_convert("UTC").tz_localize(None)
     value = stamp.to_timedelta64() if kind == "m" else stamp.to_datetime64()
-    return value.astype(times.dtype).astype(np.int64)
+    return _count_in_unit(value, times.dtype)
+
+
+#: seconds per unit of the linear datetime64 / timedelta64 units (years and months are not linear)
+_UNIT_SECONDS = {
+    "W": Fraction(604_800),
+    "D": Fraction(86_400),
+    "h": Fraction(3_600),
+    "m": Fraction(60),
+    "s": Fraction(1),
+    **{unit: Fraction(1, 1000**k) for k, unit in enumerate(("ms", "us", "ns", "ps", "fs", "as"), start=1)},
+}
+_INT64 = np.iinfo(np.int64)
+
+
+def _count_in_unit(value, dtype) -> int:
+    """``value`` (a datetime64 / timedelta64) as a count of ``dtype``'s units, floored as numpy casts,
+    computed exactly: numpy's cast wraps past the unit's range (2262 for nanoseconds) by 2**64 units.
+    A time outside the range is clamped to its ends, later or earlier than every timestamp there."""
+    unit, step = np.datetime_data(dtype)
+    if unit in ("Y", "M"):  # coarser than pandas's units (at most seconds): the cast divides
+        return int(value.astype(dtype).astype(np.int64))
+    src, src_step = np.datetime_data(value.dtype)
+    ratio = _UNIT_SECONDS[src] * src_step / (_UNIT_SECONDS[unit] * step)
+    count = (int(value.astype(np.int64)) * ratio.numerator) // ratio.denominator
+    return min(max(count, _INT64.min + 1), _INT64.max)  # int64's minimum is NaT
 
 
 def _assign_by_time(X, key, n_test, n_val, rng):

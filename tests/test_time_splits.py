@@ -367,3 +367,37 @@ def test_movielens_timestamps():
     assert 874_724_710 <= data.timestamps.min() and data.timestamps.max() <= 893_286_638  # Sep 1997 - Apr 1998
     train, val, test = split.last_fraction(data)
     _check_partition(data.matrix, (train, val, test))
+
+
+def _nanosecond_data():
+    """The campaign's data (n1201/tsplit/time_cut/ns): 236 positives of 2020 stamped in nanoseconds."""
+    times = (np.datetime64("2020-01-01T00:00:00", "ns") + np.arange(236) * np.timedelta64(3600, "s")).astype("M8[ns]")
+    return Interactions.from_arrays(np.arange(236) % 20, np.arange(236) % 17, timestamps=times)
+
+
+@pytest.mark.parametrize(
+    "test_start, val_start, message",
+    [  # outside datetime64[ns]'s range (1677-09-21 to 2262-04-11): numpy's cast wrapped them by 2**64 ns
+        ("2604-08-09T20:04:33", None, "leaves the test part empty"),
+        ("2300-01-01", None, "leaves the test part empty"),
+        ("2263-01-01", None, "leaves the test part empty"),
+        ("9999-12-31", None, "leaves the test part empty"),
+        ("1600-01-01", None, "leaves the training part empty"),
+        ("1677-01-01", None, "leaves the training part empty"),
+        ("2020-01-05", "1435-01-01", "val_start='1435-01-01' must be after the first time"),
+        ("2020-01-05", "2604-08-09", "val_start='2604-08-09' must be after the first time and before test_start"),
+    ],
+)
+def test_cut_dates_outside_the_timestamps_resolution_never_wrap(test_start, val_start, message):
+    data = _nanosecond_data()
+    assert data.timestamps.dtype == np.dtype("M8[ns]")
+    with pytest.raises(ValueError, match=message):
+        split.time_cut(data, test_start, val_start=val_start)
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "s", "D"])
+def test_cut_dates_are_converted_exactly_in_the_datas_resolution(unit):
+    times = np.datetime64("2020-01-01", "D") + np.arange(10) * np.timedelta64(1, "D")
+    data = Interactions.from_arrays(np.zeros(10, int), np.arange(10), timestamps=times.astype(f"M8[{unit}]"))
+    for cut, n_test in [("2020-01-04", 7), ("2020-01-04T12:00", 7 - (unit != "D")), (datetime.date(2020, 1, 10), 1)]:
+        assert split.time_cut(data, cut)[2].nnz == n_test
