@@ -74,9 +74,29 @@ def bm25_weight(X, K1=100.0, B=0.8) -> sp.csr_matrix:
     K1 = check_real(K1, "K1", low=0.0)
     B = check_real(B, "B", low=0.0, high=1.0)
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    lengths = np.bincount(rows, weights=X.data, minlength=X.shape[0])
-    norm = (1.0 - B) + B * lengths / (lengths.mean() or 1.0)  # an empty X has no weight to scale
-    return _with_data(X, X.data * (K1 + 1.0) / (K1 * norm[rows] + X.data) * _idf(X)[X.indices])
+    with np.errstate(over="ignore"):
+        lengths = np.bincount(rows, weights=X.data, minlength=X.shape[0])
+        mean = lengths.mean() if lengths.size else 0.0
+    if not np.isfinite(mean):
+        raise ValueError("X: the row sums of its counts overflow float64 (bm25's lengths); scale the counts down")
+    norm = (1.0 - B) + B * lengths / (mean or 1.0)  # an empty X has no weight to scale
+    idf = _idf(X)
+    _check_bm25_range(X.data, K1, float(norm.max(initial=0.0)), float(np.abs(idf).max(initial=0.0)))
+    return _with_data(X, X.data * (K1 + 1.0) / (K1 * norm[rows] + X.data) * idf[X.indices])
+
+
+def _check_bm25_range(counts, K1, norm, idf):
+    """Refuse, before computing them, BM25 weights whose terms overflow float64: ``x (K1 + 1)``,
+    ``K1 norm + x`` and the weight itself, at most ``(K1 + 1) |idf|`` (``x / (K1 norm + x) <= 1``)."""
+    top = float(counts.max(initial=0.0))
+    big = np.finfo(np.float64).max
+    with np.errstate(over="ignore"):
+        terms = ((K1 + 1.0) * top, K1 * norm + top, (K1 + 1.0) * idf)
+    if not all(t < big for t in terms):
+        raise ValueError(
+            f"K1={K1:g} with the largest count of X ({top:g}) overflows float64 in BM25's weights; use a smaller "
+            "K1 (implicit's default is 100) or scale the counts down (e.g. log_weight)"
+        )
 
 
 def tfidf_weight(X) -> sp.csr_matrix:
@@ -125,4 +145,13 @@ def log_weight(X, alpha=1.0, epsilon=1.0) -> sp.csr_matrix:
     X = check_sparse(X, "X", allow_empty=True)  # non-negative counts, duplicates summed
     alpha = check_real(alpha, "alpha", low=0.0)
     epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
-    return _with_data(X, 1.0 + alpha * np.log1p(X.data / epsilon))
+    with np.errstate(over="ignore"):
+        ratio = X.data / epsilon
+    # log(1 + r / e) = log r - log e (+ a term below float64's precision) where r / e overflows
+    logs = np.where(np.isfinite(ratio), np.log1p(ratio), np.log(X.data) - np.log(epsilon))
+    top = float(logs.max(initial=0.0))
+    if not alpha * top < np.finfo(np.float64).max - 1.0:
+        raise ValueError(
+            f"alpha={alpha:g} times log(1 + count / epsilon) (up to {top:g} here) overflows float64; use a smaller alpha"
+        )
+    return _with_data(X, 1.0 + alpha * logs)

@@ -63,6 +63,39 @@ def test_bm25_by_hand_and_log_weight():
     assert bm25_weight(sp.csr_matrix((2, 3))).nnz == 0  # no weight to scale, no warning
 
 
+_HUGE = np.array([[1e308, 1.0, 0.0], [0.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
+_PLAIN = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(  # the campaign's n1201/weighting cases: NaN / inf weights before
+    "call, message",
+    [
+        (lambda: bm25_weight(_HUGE), r"K1=100 with the largest count of X \(1e\+308\) overflows"),
+        (lambda: bm25_weight(_HUGE, K1=1.2), r"K1=1.2 with the largest count of X \(1e\+308\) overflows"),
+        (lambda: bm25_weight(_PLAIN, K1=1e308), r"K1=1e\+308 with the largest count of X \(4\) overflows"),
+        (lambda: bm25_weight(np.array([[1e308, 1e308]]), B=1.0), "row sums of its counts overflow"),
+        (lambda: log_weight(10 * _PLAIN, alpha=1e308), r"alpha=1e\+308 times log\(1 \+ count / epsilon\)"),
+        (lambda: log_weight(_HUGE, alpha=1e306), "overflows float64; use a smaller alpha"),
+    ],
+)
+def test_weights_that_would_overflow_are_refused_before_they_are_computed(call, message):
+    with np.errstate(all="raise"):  # decided before the computation: no overflow on the way
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("epsilon", [5e-324, 1e-300, 1.0])
+@pytest.mark.parametrize("X", [_HUGE, _PLAIN], ids=["count 1e308", "plain"])
+def test_log_weight_is_finite_and_exact_where_count_over_epsilon_overflows(X, epsilon):
+    W = log_weight(X, alpha=1.0, epsilon=epsilon).data
+    assert np.all(np.isfinite(W))
+    x = sp.csr_matrix(X).data
+    # log(1 + x / e) = log x - log e + log1p(e / x): the last term is below an ulp where x / e overflows
+    expected = 1.0 + np.log(x) - np.log(epsilon) + np.log1p(epsilon / x)
+    np.testing.assert_allclose(W, expected, rtol=1e-14)
+    assert np.all(np.isfinite(bm25_weight(_PLAIN, K1=1e300).data))
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
