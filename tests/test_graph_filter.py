@@ -199,3 +199,89 @@ def test_bspm_new_users_similar_items_and_files(tmp_path):
 def test_bspm_bad_parameters(params, error, match):
     with pytest.raises(error, match=match):
         BSPM(**{"factors": 4, **params}).fit(feedback(0))
+
+
+# ---------------------------------------------------------------- finite in, finite out (n1201/graph/BSPM)
+@pytest.mark.parametrize(
+    "model, name",
+    [
+        (BSPM(factors=4, beta=1e308), "beta=1e\\+308"),
+        (BSPM(factors=4, sharpen_time=1e300), "sharpen_time=1e\\+300"),
+        (BSPM(factors=4, sharpen_time=1e300, solver="euler"), "sharpen_time=1e\\+300"),
+        (BSPM(factors=4, blur_time=1e300), "blur_time=1e\\+300"),
+        (GFCF(factors=4, alpha=1e308), "alpha=1e\\+308"),
+    ],
+)
+def test_settings_that_would_overflow_are_refused_before_the_fit(model, name, monkeypatch):
+    def no_svd(*args, **kwargs):
+        raise AssertionError("the SVD ran: the bound was not decided before the computation")
+
+    monkeypatch.setattr("recsys_ltr.models.graph_filter.randomized_svd", no_svd)
+    with pytest.raises(ValueError, match=f"scores could reach e\\^.*beyond float64's range: {name} grows them"):
+        model.fit(feedback(0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.floats(0.0, 1e6),
+    st.floats(0.0, 800.0),
+    st.integers(1, 4),
+    st.floats(0.1, 50.0),
+    st.sampled_from(["rk4", "euler"]),
+    st.booleans(),
+)
+def test_accepted_settings_score_finite(beta, ts, ks, tb, solver, final):
+    p = dict(beta=beta, sharpen_time=ts, sharpen_steps=ks, blur_time=tb, solver=solver, final_sharpening=final)
+    try:
+        model = BSPM(factors=4, num_threads=1, **p).fit(feedback(2))
+    except ValueError as exc:
+        assert "beyond float64's range" in str(exc)
+        return
+    assert np.all(np.isfinite(model.score(np.arange(30))))
+
+
+def test_the_bound_admits_every_setting_of_the_papers():
+    X = feedback(4)
+    for p in [dict(), dict(sharpen_time=300.0), dict(beta=1e6), dict(blur_steps=10, blur_time=5.0)]:
+        assert np.all(np.isfinite(BSPM(factors=4, **p).fit(X).score(np.arange(30))))
+
+
+def _with_normalized(header, arrays):
+    for part in ("data", "indices", "indptr"):
+        arrays[f"normalized_.{part}"] = arrays[f"user_items_.{part}"] * (1e99 if part == "data" else 1)
+    header["state"]["normalized_"] = header["state"]["user_items_"]
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [  # rehashed files (n1201/files3/BSPM/rehashed): loaded and scored NaN before
+        (lambda h, a: h["params"].update(beta=1e308), "beta=1e\\+308 grows them"),
+        (lambda h, a: h["params"].update(sharpen_time=1e300), "sharpen_time=1e\\+300 grows them"),
+        (lambda h, a: a.update(components_=a["components_"] * 1e160), "at most 1e\\+100"),
+        (_with_normalized, "expected names among"),  # R is derived from user_items_, never read from a file
+    ],
+)
+def test_files_that_would_score_non_finite_are_refused(tmp_path, edit, match):
+    import json
+
+    from _helpers import resave
+
+    path = BSPM(factors=4).fit(feedback(1)).save(tmp_path / "bspm")
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    header = json.loads(str(arrays["header"]))
+    edit(header, arrays)
+    arrays["header"] = np.array(json.dumps(header))
+    with pytest.raises(ValueError, match=match):
+        Recommender.load(resave(tmp_path / "edited.npz", **arrays))
+
+
+def test_a_file_within_the_bound_scores_finite(tmp_path):
+    from _helpers import resave
+
+    path = BSPM(factors=4).fit(feedback(1)).save(tmp_path / "bspm")
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["components_"] = arrays["components_"] * 1e99  # within the state's 1e100 bound
+    loaded = Recommender.load(resave(tmp_path / "edited.npz", **arrays))
+    assert np.all(np.isfinite(loaded.score(np.arange(30))))

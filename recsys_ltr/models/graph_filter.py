@@ -27,6 +27,8 @@ every 4-stage RK4 (the classic rule, torchdiffeq's 3/8 rule) takes the same step
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -62,7 +64,7 @@ class GFCF(Recommender):
     Attributes
     ----------
     normalized_ : scipy.sparse.csr_matrix, shape (n_users, n_items)
-        ``R = D_U^{-1/2} X D_I^{-1/2}``.
+        ``R = D_U^{-1/2} X D_I^{-1/2}`` (derived from ``user_items_``, not saved).
     components_ : ndarray, shape (factors, n_items)
         ``V_k``: the leading right singular vectors of ``R``, one per row.
     singular_values_ : ndarray, shape (factors,)
@@ -88,7 +90,7 @@ class GFCF(Recommender):
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
 
-    _model_state = ("normalized_", "components_", "singular_values_")
+    _model_state = ("components_", "singular_values_")
     _similar_drop_zero = False
 
     def __init__(self, factors=256, alpha=0.3, iterations=7, random_state=0, num_threads=0, show_progress=None):
@@ -112,16 +114,44 @@ class GFCF(Recommender):
     def _check_data_params(self, X):
         if self._param("factors") > min(X.shape):
             raise ValueError(f"factors={self._param('factors')} exceeds min(n_users, n_items) = {min(X.shape)}")
+        self._check_finite_scores(np.bincount(X.indices, minlength=X.shape[1]), self._param("factors"))
+
+    def _check_finite_scores(self, degree, frobenius):
+        """Refuse, before any score is computed, settings whose scores could leave float64's range.
+
+        ``P = R^T R`` has its spectrum in ``[0, 1]`` (``R`` is degree-normalised), so a product by
+        ``P`` never grows a row; the ideal filter grows one by at most ``c F``, ``c = sqrt(max degree /
+        min degree)`` over the items with a positive, ``F = ||V_k||_F^2`` (``k`` for orthonormal
+        rows); blurring and sharpening by their steps' largest factor on ``[0, 1]``
+        (:meth:`_log_growth`).  A binary row has norm at most ``sqrt(n_items)``."""
+        used = degree[degree > 0]
+        c = float(np.sqrt(used.max() / used.min())) if used.size else 1.0
+        log_blur, log_sharpen, name = self._log_growth()
+        with np.errstate(divide="ignore"):  # a weight 0: log 0 = -inf, nothing added
+            log_ideal = np.log(2.0 * c) + np.log(float(getattr(self, name))) + np.log(float(frobenius))
+        log_bound = 0.5 * np.log(max(degree.size, 1)) + log_sharpen + np.logaddexp(log_blur, log_ideal)
+        if not log_bound < _LOG_SCORE_LIMIT:
+            worst = max(("blur_time", log_blur), ("sharpen_time", log_sharpen), (name, log_ideal), key=lambda t: t[1])
+            raise ValueError(
+                f"{type(self).__name__}'s scores could reach e^{log_bound:.4g}, beyond float64's range: "
+                f"{worst[0]}={getattr(self, worst[0])!r} grows them by up to e^{worst[1]:.4g}; lower it"
+            )
+
+    def _log_growth(self):
+        """Logs of the largest growth of a row by blurring and by sharpening, and the name of the
+        ideal filter's weight (:meth:`_check_finite_scores`)."""
+        return 0.0, 0.0, "alpha"
 
     def _fit(self, X):
         R = _normalized(X)
         with limit_threads(self.num_threads):
             seed = int(check_random_state(self.random_state).integers(2**32))  # scikit-learn takes an int
             _, s, Vt = randomized_svd(R, self.factors, n_iter=self.iterations, random_state=seed)
-        self.normalized_, self.components_, self.singular_values_ = R, np.ascontiguousarray(Vt), s
+        self.components_, self.singular_values_ = np.ascontiguousarray(Vt), s
 
     def _prepare(self):
         super()._prepare()
+        self.normalized_ = _normalized(self.user_items_)
         self.normalized_t_ = self.normalized_.T.tocsr()
         degree = self.item_popularity_  # the item degrees of the binary training matrix
         inv = inverse_sqrt(degree)
@@ -153,11 +183,9 @@ class GFCF(Recommender):
 
     def _check_state(self):
         super()._check_state()
-        m, n = self.user_items_.shape
-        k = self._param("factors")
-        if self.normalized_.shape != (m, n):
-            raise ValueError(f"normalized_ must be {m} x {n}, got {self.normalized_.shape}")
+        n, k = self.n_items_, self._param("factors")
         self._check_dense_state({"components_": (k, n), "singular_values_": (k,)})
+        self._check_finite_scores(np.bincount(self.user_items_.indices, minlength=n), np.sum(self.components_**2))
 
 
 class BSPM(GFCF):
@@ -262,6 +290,22 @@ class BSPM(GFCF):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
+    def _log_growth(self):
+        tau_b = float(self.blur_time) / self.blur_steps
+        log_blur = self.blur_steps * np.log(max(1.0, tau_b - 1.0))  # Euler factors 1 - tau + tau l, l in [0, 1]
+        if not self.sharpen_steps:
+            return log_blur, 0.0, "beta"
+        tau = float(self.sharpen_time) / self.sharpen_steps
+        if self.solver == "euler":  # factors 1 - tau l
+            per_step = np.log(max(1.0, tau - 1.0))
+        elif tau > 0:  # RK4 factors sum_{j <= 4} (-tau l)^j / j!, at most sum_j tau^j / j! <= e^tau
+            per_step = min(
+                tau, float(np.logaddexp.reduce([j * np.log(tau) - np.log(math.factorial(j)) for j in range(5)]))
+            )
+        else:
+            per_step = 0.0
+        return log_blur, self.sharpen_steps * per_step, "beta"
+
     def _score_rows(self, rows, ids, recalculate):
         out = np.empty((rows.shape[0], self.n_items_))
         with limit_threads(self.num_threads), numba_threads(self.num_threads):
@@ -315,6 +359,10 @@ class BSPM(GFCF):
         _gram_product(Y, R.indptr, R.indices, R.data, out)
         return out
 
+
+#: Natural log of the largest score :meth:`GFCF._check_finite_scores` admits, with room below float64's
+#: maximum (e^709.78) for the sums of a product by ``P``.
+_LOG_SCORE_LIMIT = 690.0
 
 #: Users that :class:`BSPM` scores at a time inside a block: its temporaries (a few dense rows per
 #: user) stay small and are reused instead of faulting in fresh pages (gowalla: 40,981 items).
