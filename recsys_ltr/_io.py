@@ -21,8 +21,9 @@ the header and checked as it is read, so arrays swapped or altered inside the zi
 so is the header's own (class, parameters, state specs: checked last, after the parameters and
 their consistency with the arrays), so an edited parameter that is still valid (a scoring
 weight) does not load as a different model; this detects corruption and edits, it does not
-authenticate: whoever can write the file can recompute the digests (version 2 files, without
-digests, are still read).
+authenticate: whoever can write the file can recompute the digests.  Files of an earlier layout
+(versions 1 and 2, written while the package was developed and never released; version 2 had no
+digests, so reading it would be a downgrade around them) are refused, naming their version.
 
 :func:`atomic_write` writes any file through a temporary file and ``os.replace``, so a reader
 never sees a half-written file (estimator files and the evaluation cache use it).
@@ -57,9 +58,8 @@ __all__ = [
 ]
 
 FORMAT = "recsys_ltr"
-#: Version of the layout; version 1 files (recsys_ltr < 0.2) are refused with a clear message.
+#: Version of the layout, the only one read (module docstring).
 FORMAT_VERSION = 3
-_READABLE_VERSIONS = (2, 3)  # version 2: no digests
 _HEADER_MAX_BYTES = 16 * 2**20
 _DEFLATE_MAX_RATIO = 1100  # deflate cannot expand data more than ~1032:1
 #: Largest magnitude a float of a model file may hold: fitted weights, factors and counts stay far
@@ -180,7 +180,7 @@ def read_estimator_file(
     state = _assemble(header["state"], arrays, path)
     if check_state is not None:
         check_state(header, state)
-    if header["version"] >= 3 and header["header_digest"] != _header_digest(header):
+    if header["header_digest"] != _header_digest(header):
         raise ValueError(f"{path}: the header does not match its digest (edited or damaged)")
     return header, state
 
@@ -206,13 +206,14 @@ def _read_header(zf, members, path) -> dict:
         raise ValueError(f"{path}: malformed JSON header: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: header does not describe a recsys_ltr file")
-    if header.get("version") not in _READABLE_VERSIONS:
+    version = header.get("version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        written = "an earlier, unreleased layout" if type(version) is int and version < FORMAT_VERSION else "another"
         raise ValueError(
-            f"{path}: unsupported format version {header.get('version')!r} (this recsys_ltr reads versions "
-            f"{list(_READABLE_VERSIONS)}; files of recsys_ltr < 0.2 must be refitted and saved again)"
+            f"{path}: format version {version!r}, written by {written} of recsys_ltr; this one reads version "
+            f"{FORMAT_VERSION} only (with digests): refit the model and save it again"
         )
-    fields = [("class", str), ("params", dict), ("state", dict)]
-    fields += [("digests", dict), ("header_digest", str)] * (header["version"] >= 3)
+    fields = [("class", str), ("params", dict), ("state", dict), ("digests", dict), ("header_digest", str)]
     for key, kind in fields:
         if not isinstance(header.get(key), kind):
             raise ValueError(f"{path}: header field {key!r} is missing or not a {kind.__name__}")
@@ -233,8 +234,8 @@ def _header_digest(header: dict) -> str:
 
 
 def _check_digest(header, name, array, path) -> np.ndarray:
-    """``array`` (member ``name``) if it matches its digest in a version-3 ``header``."""
-    if header["version"] >= 3 and header["digests"].get(name) != _digest(array):
+    """``array`` (member ``name``) if it matches its digest in the ``header``."""
+    if header["digests"].get(name) != _digest(array):
         raise ValueError(f"{path}: array {name} does not match its digest in the header (altered or swapped)")
     return array
 

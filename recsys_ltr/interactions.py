@@ -197,6 +197,11 @@ class Interactions:
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ValueError(f"column(s) {missing} not in the DataFrame (columns: {list(df.columns)})")
+        roles = {}  # column -> the first role naming it
+        for role, c in (("user_col", user_col), ("item_col", item_col), ("weight_col", weight_col),
+                        ("timestamp_col", timestamp_col)):  # fmt: skip
+            if c is not None and roles.setdefault(c, role) != role:
+                raise ValueError(f"{roles[c]} and {role} both name the column {c!r}: one column cannot play two roles")
         weights = None if weight_col is None else df[weight_col].to_numpy()
         return cls.from_arrays(
             df[user_col].to_numpy(),

@@ -1,8 +1,8 @@
 """Weights from counts: BM25, TF-IDF and log scaling of a feedback matrix.
 
 The models that read weights (``uses_weights``: :class:`~recsys_ltr.models.ALS`,
-:class:`~recsys_ltr.models.EASE`, :class:`~recsys_ltr.models.ItemKNN`,
-:class:`~recsys_ltr.models.UserKNN`) take the stored values of their input as weights; the others
+:class:`~recsys_ltr.models.EASE`, :class:`~recsys_ltr.models.ItemKNN` and
+:class:`~recsys_ltr.models.ContentItemKNN`, :class:`~recsys_ltr.models.UserKNN`) take the stored values of their input as weights; the others
 binarise it.  These helpers turn play or click counts into such weights.
 
 :func:`bm25_weight` and :func:`tfidf_weight` are implicit's ``bm25_weight`` and ``tfidf_weight``

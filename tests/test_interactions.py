@@ -49,6 +49,20 @@ def test_from_dataframe_hand_case():
     _canonical(inter.matrix)
 
 
+@pytest.mark.parametrize(
+    "roles, message",
+    [
+        (dict(user_col="u", item_col="u"), "user_col and item_col both name the column 'u'"),
+        (dict(item_col="i", weight_col="i"), "item_col and weight_col both name the column 'i'"),
+        (dict(weight_col="r", timestamp_col="r"), "weight_col and timestamp_col both name the column 'r'"),
+    ],
+)
+def test_one_column_in_two_roles_is_refused(roles, message):
+    df = pd.DataFrame({"u": ["a", "b"], "i": [1, 2], "r": [1, 2]})
+    with pytest.raises(ValueError, match=message):
+        Interactions.from_dataframe(df, **{"user_col": "u", "item_col": "i", **roles})
+
+
 def test_strict_rule_and_summing_before_threshold():
     # (1, 1) has two events of 2 -> sum 4: a positive for >= 4 and not for > 4
     users, items, w = [1, 1, 2], [1, 1, 1], [2, 2, 5]

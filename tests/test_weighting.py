@@ -158,6 +158,20 @@ def test_which_models_read_weights_and_the_others_binarise():
         assert not np.allclose(a.score([0, 1]), b.score([0, 1]))
 
 
+def test_content_item_knn_reads_weights_as_item_knn_does():
+    """ContentItemKNN is item-p over a content affinity: a user's weights scale their items' votes."""
+    from recsys_ltr.models import ContentItemKNN
+    from recsys_ltr.neighbors import ContentAffinity
+
+    X = counts(4)
+    A = ContentAffinity(k=5).fit(np.random.default_rng(0).random((X.shape[1], 4)))
+    assert ContentItemKNN.uses_weights
+    users = np.arange(X.shape[0])
+    once, twice, flat = (ContentItemKNN(affinity=A, k=5).fit(Y).score(users) for Y in (X, 2 * X, binary(X)))
+    np.testing.assert_allclose(twice, 2 * once, rtol=1e-12)
+    assert not np.allclose(once, flat)
+
+
 def test_als_trains_on_weights_like_implicit_and_folds_them_in_like_recalculate_user():
     from implicit.cpu.als import AlternatingLeastSquares
 

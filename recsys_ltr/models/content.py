@@ -21,6 +21,9 @@ __all__ = ["ContentItemKNN"]
 class ContentItemKNN(ItemKNN):
     """item-p over a precomputed content affinity.
 
+    Reads weights as :class:`ItemKNN` does (``uses_weights``): a user's stored values (counts,
+    confidences) scale the content affinities of their items, ``score(u, i) = sum_j A_ij x_uj``.
+
     Parameters
     ----------
     affinity : Affinity or fitted affinity estimator
