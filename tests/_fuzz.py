@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
@@ -2731,6 +2732,163 @@ def cli_case_outcome(case, directory) -> Outcome:
     return Outcome("clear")
 
 
+# ============================================================================ finite in, finite out
+#: the surfaces added since the third campaign: time cuts, DataFrame roles, weighting, graph filters
+VALUE_ENTRIES = ("time_cut", "from_dataframe", "bm25_weight", "log_weight", "tfidf_weight", "BSPM", "GFCF")
+_CUTS = ["1435-01-01", "1600-01-01", "1677-01-01", "1969-12-31", "2020-01-02", "2020-01-05T12:00", "2020-01-10",
+         "2020-02-01", "2262-04-12", "2263-01-01", "2300-01-01", "2604-08-09T20:04:33", "9999-12-31"]  # fmt: skip
+_COLUMNS = ["u", "i", "w", "t", "missing"]
+_HUGE = [0.0, 5e-324, 1e-300, 0.5, 1.0, 1.2, 2.5, 40.0, 100.0, 1e3, 1e100, 1e300, 1e308, -1.0, "nan", "inf"]
+
+
+@st.composite
+def value_cases(draw, entry):
+    if entry == "time_cut":
+        return {"unit": draw(st.sampled_from(["ns", "us", "s", "D"])), "test": draw(st.sampled_from(_CUTS)),
+                "val": draw(st.sampled_from([None, *_CUTS]))}  # fmt: skip
+    if entry == "from_dataframe":
+        roles = ("user_col", "item_col", "weight_col", "timestamp_col")
+        return {r: draw(st.sampled_from(_COLUMNS + [None] * (j >= 2))) for j, r in enumerate(roles)}
+    if entry in ("BSPM", "GFCF"):
+        return {"beta": draw(st.sampled_from(_HUGE)), "sharpen_time": draw(st.sampled_from(_HUGE)),
+                "blur_time": draw(st.sampled_from(_HUGE)), "sharpen_steps": draw(st.integers(0, 3)),
+                "solver": draw(st.sampled_from(["rk4", "euler"]))}  # fmt: skip
+    return {"count": draw(st.sampled_from([1.0, 3.0, 5e-324, 1e-300, 1e100, 1e300, 1e308])),
+            "K1": draw(st.sampled_from(_HUGE)), "B": draw(st.sampled_from([0.0, 0.5, 1.0, 1.5, "nan"])),
+            "alpha": draw(st.sampled_from(_HUGE)), "epsilon": draw(st.sampled_from(_HUGE))}  # fmt: skip
+
+
+def _number(v):
+    return float(v) if isinstance(v, str) else v
+
+
+def _time_cut_outcome(case) -> Outcome:
+    """A cut anywhere in years 1435-9999 of data stamped in ``unit``: the parts a brute force over
+    pandas Timestamps gives (the cut floored to the data's day for daily stamps), or the error naming
+    the part really left empty."""
+    from recsys_ltr import Interactions, split
+
+    unit, test, val = case["unit"], case["test"], case["val"]
+    times = (np.datetime64("2020-01-01", "D") + np.arange(10)).astype(f"M8[{unit}]")
+    data = Interactions.from_arrays(np.arange(10) % 3, np.arange(10), timestamps=times)
+    stamps = [pd.Timestamp(t) for t in times]
+
+    def at(cut):
+        c = pd.Timestamp(cut)
+        return c.floor("D") if unit == "D" else c
+
+    call = lambda: tuple(m.nnz for m in split.time_cut(data, test, val_start=val))  # noqa: E731
+    cut = at(test)
+    if all(t >= cut for t in stamps):
+        return judge(call, Reject(r"test_start=.* leaves the training part empty", "test_start"))
+    if not any(t >= cut for t in stamps):
+        return judge(call, Reject(r"test_start=.* leaves the test part empty", "test_start"))
+    lo = cut if val is None else at(val)
+    if val is not None and not (min(stamps) < lo < cut):
+        return judge(call, Reject(r"val_start=.* must be after the first time and before test_start", "val_start"))
+    n_test, n_train = sum(t >= cut for t in stamps), sum(t < lo for t in stamps)
+    return judge(call, Same(lambda: (n_train, 10 - n_test - n_train, n_test)))
+
+
+def _dataframe_outcome(case) -> Outcome:
+    """Column roles: a missing column or one column in two roles is refused naming it; otherwise
+    the answer (or the error) of ``from_arrays`` on the same columns."""
+    from recsys_ltr import Interactions
+
+    df = pd.DataFrame({"u": ["a", "b", "b", "c"], "i": [1, 2, 1, 3], "w": [1.0, 2.0, 3.0, 1.0],
+                       "t": pd.to_datetime(["2020-01-01", "2020-01-02", "2020-01-03", "2020-01-04"])})  # fmt: skip
+    call = lambda: _interactions_answers(Interactions.from_dataframe(df, **case))  # noqa: E731
+    named = [c for c in case.values() if c is not None]
+    if "missing" in named:
+        return judge(call, Reject(r"not in the DataFrame", "missing"))
+    if len(set(named)) < len(named):
+        return judge(call, Reject(r"both name the column .*: one column cannot play two roles", ""))
+    w, t = case["weight_col"], case["timestamp_col"]
+    ref = lambda: _interactions_answers(Interactions.from_arrays(  # noqa: E731
+        df[case["user_col"]].to_numpy(), df[case["item_col"]].to_numpy(), None if w is None else df[w].to_numpy(),
+        timestamps=None if t is None else df[t]))  # fmt: skip
+    return judge(call, Same(ref))
+
+
+def _interactions_answers(data):
+    return data.matrix, list(data.user_ids), list(data.item_ids), data.timestamps
+
+
+def _weighting_reference(entry, X, p):
+    """The weights in extended precision (np.longdouble: no overflow below ~1e4932)."""
+    x = X.data.astype(np.longdouble)
+    if entry == "log_weight":
+        return 1 + np.longdouble(p["alpha"]) * np.log1p(x / np.longdouble(p["epsilon"]))
+    n_rows = np.longdouble(X.shape[0])
+    idf = np.log(n_rows) - np.log1p(np.bincount(X.indices, minlength=X.shape[1]).astype(np.longdouble))
+    if entry == "tfidf_weight":
+        return np.sqrt(x) * idf[X.indices]
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    lengths = np.zeros(X.shape[0], np.longdouble)
+    np.add.at(lengths, rows, x)
+    K1, B = np.longdouble(p["K1"]), np.longdouble(p["B"])
+    norm = (1 - B) + B * lengths / lengths.mean()
+    return x * (K1 + 1) / (K1 * norm[rows] + x) * idf[X.indices]
+
+
+def _weighting_outcome(entry, case) -> Outcome:
+    """Hostile counts and parameters: a clear error naming the parameter, or finite weights equal to
+    the extended-precision reference; a weight beyond float64's range must be refused."""
+    from recsys_ltr import weighting
+
+    X = sp.csr_matrix(
+        np.array([[3.0, 0.0, 1.0, 0.0], [0.0, 5.0, 1.0, 0.0], [2.0, 0.0, 0.0, 7.0], [0.0, 1.0, 0.0, 0.0]])
+    )
+    X.data[0] = case["count"]
+    p = {k: _number(case[k]) for k in ("K1", "B", "alpha", "epsilon")}
+    kw = {"bm25_weight": {"K1": p["K1"], "B": p["B"]}, "log_weight": {"alpha": p["alpha"], "epsilon": p["epsilon"]},
+          "tfidf_weight": {}}[entry]  # fmt: skip
+    call = lambda: getattr(weighting, entry)(X, **kw).data  # noqa: E731
+    bounds = {"K1": (0.0, False), "B": (0.0, False), "alpha": (0.0, False), "epsilon": (0.0, True)}
+    bad = [
+        n
+        for n, v in kw.items()
+        if not np.isfinite(v) or v < bounds[n][0] or (bounds[n][1] and v == 0) or (n == "B" and v > 1)
+    ]
+    if bad:
+        return judge(call, Reject("|".join(bad), ""))
+    with np.errstate(all="ignore"):
+        ref = _weighting_reference(entry, X, p)
+    overflow = Reject(r"overflows float64", "")
+    if not np.all(np.abs(ref) <= np.finfo(np.float64).max):
+        return judge(call, overflow)
+    same = Same(lambda: ref.astype(np.float64), finite=True, tol=1e-9)
+    return judge(call, same if entry == "tfidf_weight" else Either(overflow, same))
+
+
+def _graph_filter_outcome(entry, case) -> Outcome:
+    """Hostile filter settings: refused naming the parameter (invalid, or scores that could leave
+    float64's range), or finite scores."""
+    from recsys_ltr.models import BSPM, GFCF
+
+    names = ("beta", "sharpen_time", "blur_time") if entry == "BSPM" else ("beta",)
+    p = {n: _number(case[n]) for n in names}
+    if entry == "BSPM":
+        make = lambda: BSPM(factors=2, sharpen_steps=case["sharpen_steps"], solver=case["solver"], num_threads=1, **p)  # noqa: E731
+    else:
+        make = lambda: GFCF(factors=2, alpha=p["beta"], num_threads=1)  # noqa: E731
+    call = lambda: make().fit(base_matrix()).score(np.arange(7))  # noqa: E731
+    bad = [name for name, v in p.items() if not np.isfinite(v) or v < 0 or (name == "blur_time" and v == 0)]
+    if bad:  # named in the model's order of checks: any of them will do
+        return judge(call, Reject("alpha" if entry == "GFCF" else "|".join(bad), ""))
+    return judge(call, Either(Reject(r"beyond float64's range: \w+=.* grows them", ""), Same(call, finite=True)))
+
+
+def value_case_outcome(entry, case) -> Outcome:
+    if entry == "time_cut":
+        return _time_cut_outcome(case)
+    if entry == "from_dataframe":
+        return _dataframe_outcome(case)
+    if entry in ("BSPM", "GFCF"):
+        return _graph_filter_outcome(entry, case)
+    return _weighting_outcome(entry, case)
+
+
 # ============================================================================ families and batches
 def families() -> dict:
     """family -> (strategy of one record's case given its entry, entries, outcome(entry, case, directory))."""
@@ -2780,6 +2938,7 @@ def families() -> dict:
             lambda e, c, d: executor_case_outcome(e, c),
         ),
         "cache": (lambda e, crash=None: cache_cases(), ["UnitCache.load"], lambda e, c, d: cache_case_outcome(c, d)),
+        "values": (lambda e, crash=None: value_cases(e), list(VALUE_ENTRIES), lambda e, c, d: value_case_outcome(e, c)),
         "selftest": (lambda e, crash=None: st.just({}), ["abort", "hang"], lambda e, c, d: _selftest(e)),
     }
 

@@ -112,6 +112,17 @@ def test_hostile_executor_arguments(entry, case):
     check("executors", entry, case)
 
 
+@pytest.mark.kernels
+@pytest.mark.parametrize("entry", _fuzz.VALUE_ENTRIES)
+@fuzz(25)
+@given(data=st.data())
+def test_hostile_values_give_finite_answers_or_name_the_problem(entry, data):
+    """Cut dates in years 1435-9999 of data in ns / us / s / days, DataFrame column roles, counts and
+    parameters of the weighting helpers up to 1e308, GF-CF / BSPM settings up to 1e308: a clear
+    error naming the part, column or parameter, or finite answers equal to a brute force."""
+    check("values", entry, data.draw(_fuzz.value_cases(entry)))
+
+
 @fuzz(25)
 @given(case=_fuzz.cache_cases())
 def test_damaged_evaluation_cache_files_are_recomputed(tmp_path_factory, case):

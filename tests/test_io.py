@@ -82,7 +82,10 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
     "header, match",
     [
         ({"format": "g", "version": FORMAT_VERSION, "class": "C", "params": {}, "state": {}}, "does not describe"),
-        ({"format": FORMAT, "version": 1, "class": "C", "params": {}, "state": {}}, "format version 1, written by an earlier"),
+        (
+            {"format": FORMAT, "version": 1, "class": "C", "params": {}, "state": {}},
+            "format version 1, written by an earlier",
+        ),
         ({"format": FORMAT, "version": FORMAT_VERSION, "params": {}, "state": {}}, "'class' is missing"),
         ({"format": FORMAT, "version": FORMAT_VERSION, "class": "C", "params": [], "state": {}}, "'params'"),
         ({"format": FORMAT, "version": FORMAT_VERSION, "class": "C", "params": {}}, "'state'"),
