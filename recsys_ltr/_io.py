@@ -90,18 +90,26 @@ def npz_path(path) -> str:
 
 
 def atomic_write(path, write: Callable) -> None:
-    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to ``path``
+    with the mode a new file gets under the umask (``open``'s, not ``mkstemp``'s private 0600)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+    os.umask(mask)
+    return mask
 
 
 # ----------------------------------------------------------------------------------- writing

@@ -95,13 +95,29 @@ __all__ = [
     "squared_distances",
 ]
 
-#: Metric names accepted by :func:`evaluate` (any case; ``Recall`` is ``REC``).  ``REC``, ``P`` and
-#: ``HR`` take a cutoff (``"REC@20"``, or the ``k`` argument when written bare); ``NDCG`` and ``MAP`` are over the full candidate list,
-#: and ``NDCG@k`` / ``MAP@k`` over the top ``k``.  Result keys carry the cutoff.
+#: Metric names accepted by :func:`evaluate` (any case; ``Recall`` is ``REC``, ``Precision`` is ``P``).
+#: ``REC``, ``P`` and ``HR`` take a cutoff (``"REC@20"``, or the ``k`` argument when written bare);
+#: ``NDCG`` and ``MAP`` are over the full candidate list, and ``NDCG@k`` / ``MAP@k`` over the top ``k``.
+#: Result keys are the names as asked (``"Recall@20"``; a bare cutoff metric with its ``@k``), and
+#: the canonical name (``"REC@20"``) reads the same value.
 METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR", "HR")
 #: What ``metrics=None`` computes.
 DEFAULT_METRICS = ("ADG", "ATOP", "REC", "MAP", "NDCG", "P", "AUC", "MRR")
 _BARE_CUTOFF = ("REC", "P", "HR")  # a bare name takes the cutoff ``k``
+_SYNONYMS = {"RECALL": "REC", "PRECISION": "P"}  # as LightGCN, RecBole and RecTools write them
+
+
+class _Named(dict):
+    """A dict keyed by the names a caller asked for that also answers the canonical names."""
+
+    def __init__(self, items, canonical: dict):
+        super().__init__(items)
+        self._canonical = canonical  # canonical name -> the key asked
+
+    def __missing__(self, name):
+        if name in self._canonical:
+            return self[self._canonical[name]]
+        raise KeyError(f"{name!r} was not computed; available: {', '.join(self)}")
 
 
 class EvaluationResult(Mapping):
@@ -131,21 +147,23 @@ class EvaluationResult(Mapping):
     (['ADG', 'REC@5'], True)
     """
 
-    def __init__(self, per_user: dict[str, np.ndarray], users: np.ndarray, k: int):
-        self.per_user = per_user
+    def __init__(self, per_user: dict[str, np.ndarray], users: np.ndarray, k: int, canonical=None):
+        canonical = {} if canonical is None else canonical  # canonical name -> the key asked
+        self.per_user = _Named(per_user, canonical)
         self.users = users
         self.k = k
         n = len(users)
-        self._means = {name: float(v.mean()) for name, v in per_user.items()}
-        self.stderr = {
-            name: float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan") for name, v in per_user.items()
-        }
+        self._means = _Named({name: float(v.mean()) for name, v in per_user.items()}, canonical)
+        self.stderr = _Named(
+            {name: float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan") for name, v in per_user.items()},
+            canonical,
+        )
 
     def __getitem__(self, name: str) -> float:
-        try:
-            return self._means[name]
-        except KeyError:
-            raise KeyError(f"{name!r} was not computed; available: {', '.join(self._means)}") from None
+        return self._means[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._means or name in self._means._canonical
 
     def __iter__(self):
         return iter(self._means)
@@ -294,7 +312,7 @@ def evaluate_trusted(
     if exclude is None:
         exclude = _empty_like(train)
     n_items = train.shape[1]
-    names, cutoffs = _parse_metrics(metrics, k, n_items)
+    names, cutoffs, asked = _parse_metrics(metrics, k, n_items)
     eval_users = _users_to_evaluate(test, users)
     if batch_size is None:
         batch_size = rows_per_block(8 * n_items, TASK_BYTES)
@@ -323,8 +341,8 @@ def evaluate_trusted(
         for position, rows in ex.map(_evaluate_users, blocks, shared):
             table[starts[position] : starts[position] + len(rows)] = rows
             bar.update()
-    per_user = {name: np.ascontiguousarray(table[:, columns.index(name)]) for name in names}
-    return EvaluationResult(per_user, eval_users, int(k))
+    per_user = {key: np.ascontiguousarray(table[:, columns.index(name)]) for name, key in zip(names, asked)}
+    return EvaluationResult(per_user, eval_users, int(k), dict(zip(names, asked)))
 
 
 @dataclass(frozen=True)
@@ -590,36 +608,40 @@ def metric_name(spec, n_items, k=10) -> str:
     return _parse_metrics((spec,), k, n_items)[0][0]
 
 
-def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray]:
-    """Result names (in request order) and the sorted distinct cutoffs they need."""
+def _parse_metrics(metrics, k, n_items) -> tuple[list[str], np.ndarray, list[str]]:
+    """Canonical result names (in request order), the sorted distinct cutoffs they need, and each
+    name's key as asked (the first spelling of it; a bare cutoff metric with its ``@k``)."""
     k = check_positive_int(k, "k")
     if metrics is None:
         metrics = DEFAULT_METRICS
     elif isinstance(metrics, str):
         metrics = (metrics,)
-    names = []
+    names, asked = [], []
     for spec in metrics:
         match = re.fullmatch(r"([A-Za-z]+)(?:@(\d+))?", str(spec))
         base = match.group(1).upper() if match else None
-        base = "REC" if base == "RECALL" else base  # Recall@k, as LightGCN and RecBole write it
+        base = _SYNONYMS.get(base, base)
         if base not in METRICS or (match.group(2) and base not in CUTOFF_METRICS):
             raise ValueError(
                 f"unknown metric {spec!r}; valid names: {', '.join(METRICS)} "
                 f"({', '.join(CUTOFF_METRICS)} accept a cutoff, e.g. 'REC@20', 'NDCG@10')"
             )
+        key = str(spec)
         if base in _BARE_CUTOFF or match.group(2):
             if match.group(2) is None and k > n_items:
                 raise ValueError(f"k={k} (the cutoff of {base}) is larger than the catalogue ({n_items} items)")
             cutoff = int(match.group(2)) if match.group(2) else k
             if not 1 <= cutoff <= n_items:
                 raise ValueError(f"cutoff of {spec!r} must lie in [1, {n_items}] (the catalogue size)")
+            key = key if match.group(2) else f"{key}@{cutoff}"
             base = f"{base}@{cutoff}"
         if base not in names:
             names.append(base)
+            asked.append(key)
     if not names:
         raise ValueError(f"metrics is empty; valid names: {', '.join(METRICS)}")
     cutoffs = sorted({int(n.split("@")[1]) for n in names if "@" in n})
-    return names, np.asarray(cutoffs, dtype=np.int64)
+    return names, np.asarray(cutoffs, dtype=np.int64), asked
 
 
 def _users_to_evaluate(test: sp.csr_matrix, users) -> np.ndarray:

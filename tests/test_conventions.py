@@ -260,3 +260,27 @@ def test_ltr_hostile_files_are_value_errors(est, ltr_data, tmp_path):
         with pytest.raises(ValueError):
             type(m).load(path)
             pytest.fail(f"{what} was loaded")
+
+
+def test_one_random_state_default_across_the_estimators():
+    """Every seeded estimator starts from ``random_state=0`` (ALS()'s, implicit-compatible factors):
+    two calls of ``Model().fit(X)`` give the same model."""
+    import recsys_ltr.ltr
+    import recsys_ltr.metric_learning
+
+    classes = {type(m) for m in MODELS}
+    for module in (recsys_ltr.ltr, recsys_ltr.metric_learning):
+        classes |= {getattr(module, n) for n in module.__all__ if isinstance(getattr(module, n), type)}
+    defaults = {
+        cls.__name__: inspect.signature(cls.__init__).parameters["random_state"].default
+        for cls in classes
+        if "random_state" in inspect.signature(cls.__init__).parameters
+    }
+    assert len(defaults) >= 12 and set(defaults.values()) == {0}, defaults
+
+
+def test_the_stacking_models_say_where_they_live():
+    with pytest.raises(ImportError, match=r"from recsys_ltr\.febr import FEBR"):
+        from recsys_ltr.models import FEBR  # noqa: F401
+    with pytest.raises(ImportError, match=r"from recsys_ltr\.febr import AffinityFEBR"):
+        from recsys_ltr.models import AffinityFEBR  # noqa: F401

@@ -72,7 +72,9 @@ def _run_page(path: Path, workdir: Path) -> list:
         return _RESULTS[path]
     namespace = {"__name__": f"docs_{path.stem}"}
     results, skipped_because = [], []
-    cwd = os.getcwd()
+    cwd, env = os.getcwd(), os.environ.get(datasets.ENV_VAR)
+    # the data directory as the caller's working directory resolves it (../shared/datasets), not the page's
+    os.environ[datasets.ENV_VAR] = str(datasets.resolve_data_dir().resolve())
     os.chdir(workdir)
     try:
         for line, code in python_blocks(path):
@@ -95,6 +97,10 @@ def _run_page(path: Path, workdir: Path) -> list:
                 results.append(("ok", None))
     finally:
         os.chdir(cwd)
+        if env is None:
+            os.environ.pop(datasets.ENV_VAR)
+        else:
+            os.environ[datasets.ENV_VAR] = env
     _RESULTS[path] = results
     return results
 

@@ -110,6 +110,11 @@ def test_ray_missing_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'recsys-ltr\[ray\]'"):
         RayExecutor()
+    # bad arguments are named before Ray is imported, with or without it (the fuzz suite's oracle)
+    with pytest.raises(TypeError, match="address must be a non-empty string"):
+        RayExecutor(address="")
+    with pytest.raises(ValueError, match="cpus_per_task"):
+        RayExecutor(cpus_per_task=0)
 
 
 def test_importing_the_package_does_not_import_ray():

@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat
 import zipfile
 
 import numpy as np
@@ -76,6 +77,18 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
         atomic_write(target, fail)
     assert target.read_bytes() == b"one"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_are_written_with_the_umasks_mode(tmp_path, umask):
+    """Model files and cache entries get the mode of any new file (0644 under umask 022), not 0600."""
+    old = os.umask(umask)
+    try:
+        path = write_estimator_file(tmp_path / "m", "C", {"k": 3}, {"a_": np.arange(4.0)})
+        (tmp_path / "plain").write_bytes(b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask == stat.S_IMODE(os.stat(tmp_path / "plain").st_mode)
 
 
 @pytest.mark.parametrize(

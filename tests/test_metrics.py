@@ -107,7 +107,16 @@ def test_matches_brute_force_with_ties(seed, n_users, n_items, n_levels, batch_s
         assert res[name] == pytest.approx(ref[name].mean(), abs=1e-9)
     at_k = evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=AT_K + ("HR",), k=2)
     assert tuple(at_k) == AT_K  # bare HR takes k
-    assert tuple(evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=["Recall@2"])) == ("REC@2",)
+    named = evaluate(lambda u: scores[u], train, test, exclude=exclude, metrics=["Recall@2", "Precision@2", "hr"], k=2)
+    assert tuple(named) == ("Recall@2", "Precision@2", "hr@2")  # the names asked, bare ones with their k
+    for asked, canonical in [("Recall@2", "REC@2"), ("Precision@2", "P@2"), ("hr@2", "HR@2")]:
+        assert named[asked] == named[canonical] and canonical in named  # the canonical name stays an alias
+        np.testing.assert_array_equal(named.per_user[canonical], named.per_user[asked])
+        assert named.stderr[canonical] is named.stderr[asked]  # NaN for one user
+    np.testing.assert_allclose(named.per_user["REC@2"], ref["REC@2"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(named.per_user["P@2"], ref["P@2"], rtol=0, atol=1e-9)
+    with pytest.raises(KeyError, match="'NDCG' was not computed; available: Recall@2"):
+        named["NDCG"]
     for name in AT_K:
         np.testing.assert_allclose(at_k.per_user[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
 
@@ -234,7 +243,7 @@ def test_result_mapping_and_options(medium):
 
     # A subset of metrics, other cutoffs, case-insensitive names, restricted users.
     some = evaluate(model, train, test, exclude=exclude, metrics=("adg", "REC@5", "P", "REC@5"), k=3)
-    assert list(some) == ["ADG", "REC@5", "P@3"]
+    assert list(some) == ["adg", "REC@5", "P@3"]  # the names as asked (the first spelling of each)
     np.testing.assert_array_equal(some.per_user["ADG"], res.per_user["ADG"])
     users = res.users[::3][::-1]
     sub = evaluate(model, train, test, exclude=exclude, users=np.r_[users, users])

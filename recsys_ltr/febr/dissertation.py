@@ -167,7 +167,7 @@ num_threads, show_progress :
         validation_users=1000,
         validation_metric="ADG",
         init="sum",
-        random_state=None,
+        random_state=0,
         num_threads=0,
         show_progress=None,
     ):

@@ -213,7 +213,7 @@ show_progress :
         init="best",
         lambdamart_params=None,
         fallback_p=0.05,
-        random_state=None,
+        random_state=0,
         num_threads=0,
         show_progress=None,
     ):

@@ -174,7 +174,7 @@ class LGMMLAffinity(Persistable, BaseEstimator):
         relevance_scope="all",
         lgmml=None,
         bandwidth=None,
-        random_state=None,
+        random_state=0,
         num_threads=1,
         show_progress=None,
     ):

@@ -106,7 +106,7 @@ class LambdaMART(Persistable, QueryRanker):
         bagging_fraction=1.0,
         feature_fraction=1.0,
         num_threads=1,
-        random_state=None,
+        random_state=0,
     ):
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate

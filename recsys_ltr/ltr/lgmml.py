@@ -242,7 +242,7 @@ class LGMML(Persistable, QueryRanker):
         iterations=10,
         max_sampled=None,
         num_threads=1,
-        random_state=None,
+        random_state=0,
         show_progress=None,
     ):
         self.n_metrics = n_metrics

@@ -321,7 +321,7 @@ class LinearListwise(Persistable, QueryRanker):
         feature_scaling="standard",
         num_threads=1,
         show_progress=None,
-        random_state=None,
+        random_state=0,
     ):
         self.learning_rate = learning_rate
         self.iterations = iterations
@@ -494,7 +494,7 @@ class ListMLE(_SingleTask):
         feature_scaling="standard",
         num_threads=1,
         show_progress=None,
-        random_state=None,
+        random_state=0,
     ):
         super().__init__(
             learning_rate,

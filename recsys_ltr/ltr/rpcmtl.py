@@ -406,7 +406,7 @@ class RPCMTL(LinearListwise):
         feature_scaling="standard",
         num_threads=1,
         show_progress=None,
-        random_state=None,
+        random_state=0,
     ):
         self.n_clusters = n_clusters
         self.mtl_regularization = mtl_regularization

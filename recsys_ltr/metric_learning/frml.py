@@ -255,7 +255,7 @@ class FRML(MahalanobisMixin, BaseEstimator):
         validation_fraction=0.1,
         n_iter_no_change=5,
         eval_every=500,
-        random_state=None,
+        random_state=0,
         num_threads=0,
         show_progress=None,
     ):

@@ -182,7 +182,7 @@ class GMML(MahalanobisMixin, BaseEstimator):
     """
 
     def __init__(
-        self, regularization=1.0, t=0.5, num_constraints=None, random_state=None, num_threads=0, show_progress=None
+        self, regularization=1.0, t=0.5, num_constraints=None, random_state=0, num_threads=0, show_progress=None
     ):
         self.regularization = regularization
         self.t = t

@@ -30,3 +30,13 @@ __all__ = [
     "Recommender",
     "UserKNN",
 ]
+
+
+def __getattr__(name):
+    """Say where the learning-to-rank recommenders live (``from recsys_ltr.models import FEBR``)."""
+    if name in ("FEBR", "AffinityFEBR"):
+        raise ImportError(
+            f"{name} stacks the models of recsys_ltr.models and lives one layer above them: "
+            f"from recsys_ltr.febr import {name}"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
