@@ -701,7 +701,18 @@ def _factorize(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
         codes, uniques = pd.factorize(values, sort=False)
     if np.any(codes < 0):
         raise ValueError(f"{name} contains missing ids (NaN/None)")
-    return codes, np.asarray(uniques)
+    uniques = np.asarray(uniques)
+    if uniques.dtype == object and pd.api.types.infer_dtype(uniques, skipna=False) not in ("string", "bytes"):
+        # ids of several types: two that print alike are one id misread (2 and "2" from two files)
+        spelled = pd.Series(uniques).map(repr).str.strip("'\"")
+        twins = spelled[spelled.duplicated(keep=False)]
+        if twins.size:
+            shown = ", ".join(repr(v) for v in uniques[twins.index[:4]])
+            raise ValueError(
+                f"{name} holds ids of different types that read the same ({shown}): they would be different "
+                "users or items; convert the column to one type (e.g. .astype(str))"
+            )
+    return codes, uniques
 
 
 def _id_array(ids, n: int, name: str) -> np.ndarray:

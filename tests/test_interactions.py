@@ -124,6 +124,15 @@ def test_mixed_hashable_ids_are_kept_with_their_type():
     assert inter.user_index(1) == list(inter.user_ids).index(1)
 
 
+@pytest.mark.parametrize("users", [[2, "2", 3], [2.5, "2.5"], [(0, 1), "(0, 1)"]])
+def test_ids_of_two_types_that_read_the_same_are_refused(users):
+    """2 and "2" in one log (two files, one parsed as numbers) were silently two users."""
+    with pytest.raises(ValueError, match="users holds ids of different types that read the same"):
+        Interactions.from_arrays(users, ["a"] * len(users))
+    with pytest.raises(ValueError, match="items holds ids of different types"):
+        Interactions.from_dataframe(pd.DataFrame({"user": ["u"] * len(users), "item": users}))
+
+
 def test_from_sparse_keeps_index_and_ids():
     X = sp.csr_matrix(np.array([[0, 2, 0], [0, 0, 0], [1, 0, 3]]))
     inter = Interactions.from_sparse(X, user_ids=["a", "b", "c"], item_ids=[7, 8, 9])
