@@ -740,13 +740,11 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
 
 
 def test_the_ease_row_and_febrs_ease_base_solve_as_febr_does():
-    """One EASE in the table: the row and FEBR-stack's base both take FEBR()'s dense cutoff."""
-    from recsys_ltr.febr.bases import DENSE_EASE_ITEMS
-
+    """One EASE in the table: the row and FEBR-stack's base are both EASE() at its dense cutoff."""
     stacked = runner.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
     (base,) = stacked.bases
     row = runner.build(get_method("EASE"), {"regularization": 5.0})
-    assert base.get_params() == row.get_params() and row.dense_max_items == DENSE_EASE_ITEMS < EASE().dense_max_items
+    assert base.get_params() == row.get_params() and row.dense_max_items == EASE().dense_max_items == 4096
 
 
 # ----------------------------------------------------------------------------- fixed split, novelty rows

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
-from ..febr.bases import AUTO_BASES, DENSE_EASE_ITEMS
+from ..febr.bases import AUTO_BASES
 from ..models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
@@ -314,10 +314,10 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "EASE",
-            _model(EASE, dense_max_items=DENSE_EASE_ITEMS),  # as FEBR() stacks it: the dense solve is n^3
+            _model(EASE),  # EASE() as FEBR() stacks it: dense up to 4,096 items (the dense solve is n^3)
             "regularization",
             _both((100.0, 500.0, 2000.0), _EASE_PAPER),
-            description=f"EASE (Steck 2019): closed form up to {DENSE_EASE_ITEMS} items, its sparse approximation above",
+            description="EASE (Steck 2019): closed form up to 4096 items, its sparse approximation above",
             threaded=False,
             skip_on=(ImportError, MemoryError),
             keep_best=False,  # the dense item-item matrix dominates memory

@@ -1,7 +1,7 @@
 """The base recommenders of stacked FEBR: the default set and reuse.
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick, each at its
-one-line default: ``EASE()`` (dense up to :data:`DENSE_EASE_ITEMS` items, sparse above), ``ALS()``,
+one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``ALS()``,
 ``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.
 :data:`AUTO_BASES` is the one list of default bases: the command line's stacked methods stack its
 tuned rows.  No setting is searched: a grid of 2-3 settings per base, searched on the training labels,
@@ -24,7 +24,6 @@ from .training import STAT_USERS
 
 __all__ = [
     "AUTO_BASES",
-    "DENSE_EASE_ITEMS",
     "SLIM_ITEMS",
     "AutoBase",
     "BaseSpec",
@@ -41,14 +40,6 @@ class BaseSpec(NamedTuple):
 
     template: Recommender
     fitted: Recommender | None
-
-
-#: Catalogue size up to which FEBR's EASE base is solved densely, the sparse approximate inverse
-#: above: the dense solve costs about ``n_items^3`` flops (4096 items: 7e10, a few seconds on two
-#: cores) and FEBR fits each base at least twice (label part, prediction), while the sparse one
-#: grows as ``n_items k^2`` (lastfm-2k, 17,632 items: 4 s against about 5 minutes, test ADG .2121
-#: against .2128).
-DENSE_EASE_ITEMS = 4096
 
 
 class AutoBase(NamedTuple):
@@ -72,7 +63,7 @@ SLIM_ITEMS = 2048
 
 #: ``bases="auto"``: the models at their defaults (fsSLIM with ``k=100`` candidates per item).
 AUTO_BASES = (
-    AutoBase("EASE", EASE(dense_max_items=DENSE_EASE_ITEMS)),
+    AutoBase("EASE", EASE()),
     AutoBase("ALS", ALS()),
     AutoBase("RP3beta", RP3beta()),
     AutoBase("KUNN", KUNN()),
