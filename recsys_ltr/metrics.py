@@ -160,10 +160,7 @@ class EvaluationResult(Mapping):
         )
 
     def __getitem__(self, name: str) -> float:
-        return self._means[name]
-
-    def __contains__(self, name) -> bool:
-        return name in self._means or name in self._means._canonical
+        return self._means[name]  # asked or canonical names (Mapping's `in` follows)
 
     def __iter__(self):
         return iter(self._means)

@@ -1,8 +1,9 @@
 """Weights from counts: BM25, TF-IDF and log scaling of a feedback matrix.
 
 The models that read weights (``uses_weights``: :class:`~recsys_ltr.models.ALS`,
-:class:`~recsys_ltr.models.EASE`, :class:`~recsys_ltr.models.ItemKNN` and
-:class:`~recsys_ltr.models.ContentItemKNN`, :class:`~recsys_ltr.models.UserKNN`) take the stored values of their input as weights; the others
+:class:`~recsys_ltr.models.EASE`, :class:`~recsys_ltr.models.ItemKNN`,
+:class:`~recsys_ltr.models.ContentItemKNN`, :class:`~recsys_ltr.models.UserKNN`) take the stored
+values of their input as weights; the others
 binarise it.  These helpers turn play or click counts into such weights.
 
 :func:`bm25_weight` and :func:`tfidf_weight` are implicit's ``bm25_weight`` and ``tfidf_weight``
@@ -150,7 +151,7 @@ def log_weight(X, alpha=1.0, epsilon=1.0) -> sp.csr_matrix:
     # log(1 + r / e) = log r - log e (+ a term below float64's precision) where r / e overflows
     logs = np.where(np.isfinite(ratio), np.log1p(ratio), np.log(X.data) - np.log(epsilon))
     top = float(logs.max(initial=0.0))
-    if not alpha * top < np.finfo(np.float64).max - 1.0:
+    if not alpha * top < np.finfo(np.float64).max:
         raise ValueError(
             f"alpha={alpha:g} times log(1 + count / epsilon) (up to {top:g} here) overflows float64; use a smaller alpha"
         )
