@@ -35,10 +35,9 @@ def _flat(params: dict, prefix: str = "") -> dict:
     return out
 
 
-def describe(params: dict, main: str | None = None, renamed: dict | None = None) -> str:
-    """``k=200, l1=1, l2=1``: the main hyper-parameter first, then the others by name (old names of
-    results written before a rename under their current ``renamed`` names)."""
-    flat = {(renamed or {}).get(k, k): v for k, v in _flat(params).items()}
+def describe(params: dict, main: str | None = None) -> str:
+    """``k=200, l1=1, l2=1``: the main hyper-parameter first, then the others by name."""
+    flat = _flat(params)
     keys = sorted(flat, key=lambda k: (k != main, k))
     return ", ".join(f"{k}={flat[k]:g}" if isinstance(flat[k], float) else f"{k}={flat[k]}" for k in keys) or "-"
 
@@ -49,12 +48,6 @@ def _methods() -> dict:
     from recsys_ltr.eval.methods import METHODS
 
     return METHODS
-
-
-def _names_of(method: str) -> tuple[str | None, dict]:
-    """The method's main hyper-parameter and its estimator's renamed parameters (old -> new)."""
-    known = _methods()[method]
-    return known.main, getattr(getattr(known.factory, "func", None), "_renamed_params", {})
 
 
 def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]], str]:
@@ -74,8 +67,8 @@ def collect(protocol: str) -> tuple[list[str], dict[str, dict[str, list[str]]], 
         for method, per_fold in payload["params"].items():
             if method not in _methods():
                 continue
-            main, renamed = _names_of(method)
-            settings = [describe(per_fold[fold], main, renamed) for fold in sorted(per_fold, key=int)]
+            main = _methods()[method].main
+            settings = [describe(per_fold[fold], main) for fold in sorted(per_fold, key=int)]
             chosen.setdefault(method, {})[dataset] = settings
     return names, chosen, select
 

@@ -2,7 +2,7 @@
 
 A model file is a ``.npz`` (zip) holding a JSON header and the fitted arrays, never pickles::
 
-    header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 3, "class": ...,
+    header.npy            0-d unicode array: {"format": "recsys_ltr", "version": 4, "class": ...,
                           "params": {...}, "state": {name: spec}, "digests": {member: sha256},
                           "header_digest": sha256 of the rest of the header}
     <name>.npy            a dense fitted array            (spec {"type": "dense"})
@@ -22,8 +22,9 @@ so is the header's own (class, parameters, state specs: checked last, after the 
 their consistency with the arrays), so an edited parameter that is still valid (a scoring
 weight) does not load as a different model; this detects corruption and edits, it does not
 authenticate: whoever can write the file can recompute the digests.  Files of an earlier layout
-(versions 1 and 2, written while the package was developed and never released; version 2 had no
-digests, so reading it would be a downgrade around them) are refused, naming their version.
+(versions 1 to 3, written while the package was developed and never released: version 2 had no
+digests, version 3 saved stacked FEBR's bases without their names) are refused, naming their
+version: no second set of rules reads them.
 
 :func:`atomic_write` writes any file through a temporary file and ``os.replace``, so a reader
 never sees a half-written file (estimator files and the evaluation cache use it).
@@ -59,7 +60,7 @@ __all__ = [
 
 FORMAT = "recsys_ltr"
 #: Version of the layout, the only one read (module docstring).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 _HEADER_MAX_BYTES = 16 * 2**20
 _DEFLATE_MAX_RATIO = 1100  # deflate cannot expand data more than ~1032:1
 #: Largest magnitude a float of a model file may hold: fitted weights, factors and counts stay far
@@ -361,8 +362,7 @@ class Persistable:
     saves the fitted estimator as ``{"class", "params"}`` in the parameter (a list of them for a
     list) and its state under ``<prefix>__<name>`` (member ``j`` of a list: ``<prefix><j>__<name>``),
     but for the names in ``_shared_state``, which the members take from the outer estimator;
-    :meth:`_load_nested` restores them.  Parameters renamed since a file was
-    written are read under their new names (``_renamed_params``).
+    :meth:`_load_nested` restores them.
 
     Loading builds the estimator from the saved parameters, so a loaded model answers exactly as
     the saved one did, whatever ``set_params`` was called on it after fitting.
@@ -371,7 +371,6 @@ class Persistable:
     _state_attributes: tuple = ()
     _nested: tuple | None = None
     _shared_state: tuple[str, ...] = ()
-    _renamed_params: dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -406,13 +405,11 @@ class Persistable:
         """The unfitted estimator a file's header describes, its class, parameters and state names
         checked before any array is read."""
         model_cls = _REGISTRY.get(header["class"])
-        if model_cls is not None:
-            model_cls = model_cls._file_class(header["params"])
         if model_cls is None or not issubclass(model_cls, cls):
             name = header["class"] if model_cls is None else model_cls.__name__
             raise ValueError(f"{path} holds a {name!r}, not a {cls.__name__}")
         try:
-            model = model_cls(**model_cls._decode_params(model_cls._renamed(header["params"])))
+            model = model_cls(**model_cls._decode_params(header["params"]))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: parameters do not fit {model_cls.__name__}: {exc}") from None
         try:
@@ -425,23 +422,6 @@ class Persistable:
                 f"{path}: fitted state holds {sorted(header['state'])}, expected names among {sorted(allowed)}"
             )
         return model
-
-    @classmethod
-    def _file_class(cls, params: dict) -> type:
-        """The class that reads a file written under this class's name with ``params`` (itself;
-        a class that was split in two names the part a file belongs to)."""
-        return cls
-
-    @classmethod
-    def _renamed(cls, params: dict) -> dict:
-        """``params`` under the current names; old names that became one must agree."""
-        out = {}
-        for name, value in params.items():
-            new = cls._renamed_params.get(name, name)
-            if new in out and out[new] != value:
-                raise ValueError(f"{name}={value!r} and another old parameter, both now {new!r}, differ")
-            out[new] = value
-        return out
 
     def _saved_params(self) -> dict:
         params = dict(getattr(self, "params_", None) or self.get_params(deep=False))
@@ -467,7 +447,7 @@ class Persistable:
             nested_cls = _REGISTRY.get(spec.get("class")) if isinstance(spec, dict) else None
             if nested_cls is None or not issubclass(nested_cls, base_cls) or not isinstance(spec.get("params"), dict):
                 raise ValueError(f"{name} holds {spec!r}, not a {base_cls.__name__}'s class and parameters")
-            decoded.append(nested_cls(**nested_cls._decode_params(nested_cls._renamed(spec["params"]))))
+            decoded.append(nested_cls(**nested_cls._decode_params(spec["params"])))
         return {**params, name: decoded if isinstance(specs, list) else decoded[0]}
 
     def _saved_state(self) -> dict:

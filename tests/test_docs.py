@@ -159,8 +159,6 @@ def test_settings_table_is_regenerated_from_the_results():
     assert module.describe({"lam": 0.001, "affinity_params": {"l1": 1.0, "l2": 1.0}, "k": 50}, "k") == (
         "k=50, affinity_params.l1=1, affinity_params.l2=1, lam=0.001"
     )
-    renamed = {"lam": "regularization"}  # results written before a parameter was renamed show its new name
-    assert module.describe({"lam": 0.001, "k": 50}, "k", renamed) == "k=50, regularization=0.001"
 
 
 _API_MODULES = (

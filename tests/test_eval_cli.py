@@ -723,7 +723,7 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
     original = febr_model.FEBR.fit
 
     def spy(self, X, y=None, **kw):
-        seen.append((tuple(b.get_params()["k"] for b in self.bases), self.label_exclude_top))
+        seen.append((tuple((n, b.get_params()["k"]) for n, b in self.bases), self.label_exclude_top))
         return original(self, X, y, **kw)
 
     monkeypatch.setattr(febr_model.FEBR, "fit", spy)
@@ -732,7 +732,7 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
     chosen = {r.method: r.params for r in exp.results}
     # the bases were added and ran first; under the novelty protocol they have a second row, FEBR does not
     assert list(chosen) == ["item-p", "item-p (top-10 last)", "user-p", "user-p (top-10 last)", "FEBR-tiny"]
-    assert seen and set(seen) == {((chosen["item-p"]["k"], chosen["user-p"]["k"]), 10)}
+    assert seen and set(seen) == {((("item-p", chosen["item-p"]["k"]), ("user-p", chosen["user-p"]["k"])), 10)}
     assert [s.method for s in exp.skipped] == ["nope-skipped"]
     again = run_experiment(small, ["FEBR-tiny"], **kw)
     # cached with its bases (a skipped unit is not cached: it is retried)
@@ -742,9 +742,13 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
 def test_the_ease_row_and_febrs_ease_base_solve_as_febr_does():
     """One EASE in the table: the row and FEBR-stack's base are both EASE() at its dense cutoff."""
     stacked = runner.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
-    (base,) = stacked.bases
+    ((name, base),) = stacked.bases
     row = runner.build(get_method("EASE"), {"regularization": 5.0})
-    assert base.get_params() == row.get_params() and row.dense_max_items == EASE().dense_max_items == 4096
+    assert (
+        name == "EASE"
+        and base.get_params() == row.get_params()
+        and row.dense_max_items == EASE().dense_max_items == 4096
+    )
 
 
 # ----------------------------------------------------------------------------- fixed split, novelty rows
@@ -841,7 +845,7 @@ def test_cli_fixed_protocol(tmp_path, monkeypatch, capsys):
 # ----------------------------------------------------------------------------- what runs, what is shown
 def _first_base(bases, num_threads=0):
     """A stand-in stacking method: its first base as it is (fast, and equal to that base's row)."""
-    return bases[0]
+    return bases[0][1]
 
 
 def test_header_names_the_added_bases_and_the_table_marks_them(tmp_path, monkeypatch, capsys):

@@ -4,12 +4,11 @@ bad inputs."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import resave
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from test_knn import random_feedback
 
-from recsys_ltr.febr import FEBR, AffinityFEBR
+from recsys_ltr.febr import AffinityFEBR
 from recsys_ltr.febr.dissertation import _febr_score, _febr_update
 from recsys_ltr.febr.features import AGGREGATORS, FeatureExtractor
 from recsys_ltr.metrics import evaluate
@@ -279,28 +278,3 @@ def test_bad_data():
         model.recommend(0, user_items=sp.csr_matrix((1, 5)))
     other = FeatureExtractor(X, 3, cosine_affinity(X, 3))
     assert other.n_features == model.extractor_.n_features
-
-
-def test_files_of_the_dissertations_febr_from_before_the_split_load(tmp_path, planted):
-    """A file written as ``FEBR(bases=None, ...)`` (one class for both models, ``lam``/``iterations``)
-    is read as the AffinityFEBR it holds; ``FEBR.load`` names the class to use."""
-    import json
-
-    train = planted[0]
-    model = small(side="both", max_iter=1000).fit(train)
-    path = model.save(tmp_path / "new.npz")
-    with np.load(path, allow_pickle=False) as f:
-        arrays = {name: f[name] for name in f.files}
-    header = json.loads(str(arrays["header"]))
-    params = header["params"]
-    params["lam"], params["iterations"] = params.pop("regularization"), params.pop("max_iter")
-    params.update(bases=None, scorer="linear", candidates=100, lambdamart_params=None, init="auto")
-    arrays["header"] = np.array(json.dumps({**header, "class": "FEBR", "params": params}))
-    old = tmp_path / "old.npz"
-    resave(old, **arrays)
-    loaded = Recommender.load(old)
-    assert type(loaded) is AffinityFEBR and loaded.get_params()["init"] == "sum"
-    assert loaded.get_params()["regularization"] == model.regularization and loaded.max_iter == 1000
-    np.testing.assert_array_equal(loaded.score(np.arange(20)), model.score(np.arange(20)))
-    with pytest.raises(ValueError, match="holds a 'AffinityFEBR', not a FEBR"):
-        FEBR.load(old)

@@ -14,6 +14,7 @@ from test_febr import block_feedback
 
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
+from recsys_ltr.febr.bases import named_bases
 from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, _compose_kernel, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -292,10 +293,14 @@ def test_seed_and_one_thread_reproduce(planted):
     np.testing.assert_array_equal(a.score([0, 5]), b.score([0, 5]))
 
 
-def test_auto_bases_on_a_small_catalogue(planted):
+def test_auto_bases_on_a_small_catalogue(planted, tmp_path):
     train, val, _ = planted
     model = fast(max_iter=1000).fit(train, validation=val)
     assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    loaded = Recommender.load(model.save(tmp_path / "auto.npz"))  # the fitted names round-trip
+    for name in ("base_names_", "feature_names_", "tail_bases_"):
+        assert getattr(loaded, name) == getattr(model, name), name
+    assert [type(b) for b in loaded.bases_] == [type(b) for b in model.bases_]
     assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
     assert model.coef_.shape == (3 * 7 + 3,)
 
@@ -332,6 +337,8 @@ def test_fitted_base_is_reused(planted):
     knn = ItemKNN(k=10).fit(train)
     model = fast(bases=[knn, UserKNN(k=10)]).fit(train, validation=val)
     assert model.bases_[0] is knn
+    held_out = fast(bases=[knn, UserKNN(k=10)]).fit(train)  # validation held out of train: the refit reuses it
+    assert held_out.bases_[0] is knn and held_out.bases_[1].user_items_ is held_out.user_items_
 
 
 @pytest.mark.parametrize("scorer", ["linear", "lambdamart"])
@@ -345,6 +352,32 @@ def test_save_load_round_trip(tmp_path, planted, scorer):
     np.testing.assert_array_equal(loaded.score(users), model.score(users))
     assert (loaded.trees_ is None) == (scorer == "linear")
     assert loaded.base_names_ == ["ItemKNN", "KUNN"]
+
+
+def test_bases_named_by_pairs_and_their_checks(tmp_path, planted):
+    """``(name, recommender)`` pairs name the features and the tail; the names are saved; a name
+    twice, an empty name or a pair of the wrong kind is refused naming the problem."""
+    train, val, _ = planted
+    model = fast(bases=[("near", ItemKNN(k=10)), UserKNN(k=10), ("far", ItemKNN(k=30))]).fit(train, validation=val)
+    assert model.base_names_ == ["near", "UserKNN", "far"]
+    assert model.feature_names_[:3] == ["near_raw", "near_z", "near_rr"]
+    loaded = Recommender.load(model.save(tmp_path / "named.npz"))
+    assert (loaded.base_names_, loaded.feature_names_, loaded.tail_bases_) == (
+        model.base_names_,
+        model.feature_names_,
+        model.tail_bases_,
+    )
+    assert fast(bases=[ItemKNN(k=10), ItemKNN(k=20)])._nested_templates()[1].k == 20
+    assert [n for n, _ in named_bases([ItemKNN(), ItemKNN(), UserKNN()])] == ["ItemKNN", "ItemKNN1", "UserKNN"]
+    for bases, error, match in (
+        ([("a", ItemKNN()), ("a", UserKNN())], ValueError, "names must differ"),
+        ([("", ItemKNN())], TypeError, "non-empty str"),
+        ([(3, ItemKNN())], TypeError, "non-empty str"),
+        ([("a", "ItemKNN")], TypeError, "recommenders"),
+        ([("a", FEBR())], TypeError, "cannot be a base"),
+    ):
+        with pytest.raises(error, match=match):
+            FEBR(bases=bases).fit(train)
 
 
 def test_lambdamart_reranks_and_reports(planted):
@@ -614,30 +647,6 @@ def test_a_mean_tail_ranks_as_the_mean_of_standardised_scores(tmp_path):
     loaded = Recommender.load(m.save(tmp_path / "febr.npz"))
     np.testing.assert_array_equal(loaded.tail_weights_, m.tail_weights_)
     np.testing.assert_array_equal(loaded.score(users), scores)
-
-
-def test_files_holding_one_tail_base_index_load(tmp_path, planted):
-    """A file from before the tail could mix bases holds ``tail_base_`` (one index): it loads as
-    weight 1 on that base; an index out of range is refused."""
-    import json
-
-    train, val, _ = planted
-    m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)], fallback_p=None).fit(train, validation=val)
-    with np.load(m.save(tmp_path / "new.npz"), allow_pickle=False) as f:
-        arrays = {name: f[name] for name in f.files}
-    header = json.loads(str(arrays["header"]))
-    weights = arrays.pop("tail_weights_")
-    header["state"]["tail_base_"] = header["state"].pop("tail_weights_")
-    for index, ok in ((int(np.argmax(weights)), True), (2, False)):
-        arrays.update(tail_base_=np.array([index]), header=np.array(json.dumps(header)))
-        old = resave(tmp_path / "old.npz", **arrays)
-        if ok:
-            loaded = Recommender.load(old)
-            np.testing.assert_array_equal(loaded.tail_weights_, weights)
-            np.testing.assert_array_equal(loaded.score(np.arange(10)), m.score(np.arange(10)))
-        else:
-            with pytest.raises(ValueError, match=r"tail_base_ must be one base index in \[0, 2\)"):
-                Recommender.load(old)
 
 
 @pytest.mark.parametrize(

@@ -257,15 +257,16 @@ def test_swapped_or_altered_arrays_are_refused_by_their_digests(tmp_path):
     with pytest.raises(ValueError, match="array a_ does not match its digest"):
         read_estimator_file(tmp_path / "swapped.npz")
     header = json.loads(str(np.load(path)["header"]))
-    assert header["version"] == 3 and set(header["digests"]) == {"a_", "b_"}
-    # a version-3 file relabelled version 2 (a layout without digests) is no way around them
-    for legacy in ({**header, "version": 2}, {k: v for k, v in {**header, "version": 2}.items() if k != "digests"}):
-        _write(tmp_path / "v2.npz", legacy, a_=np.arange(4.0), b_=np.ones(4))
-        with pytest.raises(ValueError, match="format version 2, written by an earlier, unreleased layout"):
-            read_estimator_file(tmp_path / "v2.npz")
-    _write(tmp_path / "v3.npz", {**header, "digests": None}, a_=np.arange(4.0), b_=np.ones(4))
+    assert header["version"] == 4 and set(header["digests"]) == {"a_", "b_"}
+    # a file relabelled with an earlier version (2: a layout without digests) is no way around them
+    for version in (1, 2, 3):
+        for legacy in ({**header, "version": version}, {k: v for k, v in header.items() if k != "digests"}):
+            _write(tmp_path / "old.npz", {**legacy, "version": version}, a_=np.arange(4.0), b_=np.ones(4))
+            with pytest.raises(ValueError, match=f"format version {version}, written by an earlier, unreleased layout"):
+                read_estimator_file(tmp_path / "old.npz")
+    _write(tmp_path / "v4.npz", {**header, "digests": None}, a_=np.arange(4.0), b_=np.ones(4))
     with pytest.raises(ValueError, match="'digests' is missing"):
-        read_estimator_file(tmp_path / "v3.npz")
+        read_estimator_file(tmp_path / "v4.npz")
 
 
 def test_an_edited_parameter_that_is_still_valid_is_refused(tmp_path):

@@ -189,7 +189,7 @@ def build(method, params, random_state=None, num_threads=0, context=None):
     if method.threaded:
         extra["num_threads"] = num_threads
     if "bases" in extra:
-        extra["bases"] = [build(get_method(n), p, random_state, num_threads) for n, p in extra["bases"]]
+        extra["bases"] = [(n, build(get_method(n), p, random_state, num_threads)) for n, p in extra["bases"]]
     model = method.build(**params, **extra)
     if hasattr(model, "show_progress"):  # the run's bar counts units; the fits inside stay quiet
         model.set_params(show_progress=False)

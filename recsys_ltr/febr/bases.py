@@ -20,7 +20,7 @@ from ..models import ALS, EASE, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..split import sample_users_trusted
 from .stacking import build_pool, concatenate_pools, context_statistics
-from .training import STAT_USERS
+from .training import STAT_USERS, OptADGRecommender
 
 __all__ = [
     "AUTO_BASES",
@@ -28,7 +28,9 @@ __all__ = [
     "AutoBase",
     "BaseSpec",
     "auto_bases",
+    "check_bases",
     "fit_on",
+    "named_bases",
     "pools_of_label_parts",
     "resolve_bases",
     "reuse_or_fit",
@@ -78,8 +80,43 @@ def auto_bases(n_items) -> tuple[AutoBase, ...]:
     return tuple(b for b in AUTO_BASES if b.applies(n_items))
 
 
+def check_bases(bases) -> None:
+    """Check ``bases``: ``"auto"`` or a non-empty list of recommenders or ``(name, recommender)``
+    pairs (unique non-empty names), none of them a FEBR model."""
+    if isinstance(bases, str) and bases == "auto":
+        return
+    if not isinstance(bases, (list, tuple)) or not bases:
+        raise TypeError(f"bases must be 'auto' or a non-empty list of recommenders, got {bases!r}")
+    for entry in bases:
+        model = entry[1] if isinstance(entry, tuple) and len(entry) == 2 else entry
+        if isinstance(entry, tuple) and not (isinstance(entry[0], str) and entry[0]):
+            raise TypeError(f"a named base must be a (non-empty str, recommender) pair, got {entry!r}")
+        if not isinstance(model, Recommender):
+            raise TypeError(f"bases must be 'auto' or a non-empty list of recommenders, got {entry!r} in it")
+        if isinstance(model, OptADGRecommender):
+            raise TypeError("a FEBR model cannot be a base of FEBR")
+    names = [name for name, _ in named_bases(bases)]
+    if len(set(names)) < len(names):
+        raise ValueError(f"the bases' names must differ, got {names}")
+
+
+def named_bases(bases) -> list[tuple[str, Recommender]]:
+    """``(name, recommender)`` of each of a list of ``bases`` (checked by :func:`check_bases`): a
+    pair's own name, a bare recommender its class's (``ItemKNN``; ``ItemKNN<j>`` at place ``j`` when
+    an earlier base has it)."""
+    named = []
+    for entry in bases:
+        if isinstance(entry, tuple):
+            named.append(entry)
+            continue
+        name = type(entry).__name__
+        taken = any(name == other for other, _ in named)
+        named.append((f"{name}{len(named)}" if taken else name, entry))
+    return named
+
+
 def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec]]:
-    """``(names, specs)`` of ``bases`` ("auto" or a list of recommenders) for data of ``shape``."""
+    """``(names, specs)`` of ``bases`` ("auto" or a list, :func:`named_bases`) for data of ``shape``."""
     if isinstance(bases, str):  # "auto"
         names, specs = [], []
         for name, template, _ in auto_bases(shape[1]):
@@ -90,13 +127,9 @@ def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec
             names.append(name)
             specs.append(BaseSpec(template, None))
         return names, specs
-    names, specs = [], []
-    for base in bases:
-        name = type(base).__name__
-        names.append(name if name not in names else f"{name}{len(names)}")
-        fitted = base if hasattr(base, "user_items_") else None
-        specs.append(BaseSpec(clone(base), fitted))
-    return names, specs
+    named = named_bases(bases)
+    specs = [BaseSpec(clone(base), base if hasattr(base, "user_items_") else None) for _, base in named]
+    return [name for name, _ in named], specs
 
 
 def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_pool_users, rng, stage, never=()):

@@ -194,14 +194,6 @@ num_threads, show_progress :
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------ configuration
-    @classmethod
-    def _decode_params(cls, params):
-        # a FEBR(bases=None) file written before the split: its stacked-only parameters dropped
-        params = {k: v for k, v in params.items() if k not in ("bases", "scorer", "candidates", "lambdamart_params")}
-        if params.get("init") == "auto":
-            params["init"] = "sum"
-        return super()._decode_params(params)
-
     @property
     def item_based(self):
         return self._param("side") == "item"
@@ -281,7 +273,7 @@ num_threads, show_progress :
         extractor = FeatureExtractor.trusted(F, self.k, item, user, self.num_threads)
         return (extractor, *_statistics(extractor), L, 1.0)
 
-    def _refit(self, X):
+    def _refit(self, X, bar):
         """The affinities rebuilt on all of ``X`` after training on a held-out split."""
         with numba_threads(self.num_threads):
             self._set_features(X)

@@ -20,20 +20,17 @@ validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART (:m
 from __future__ import annotations
 
 import logging
-import re
 
 import numpy as np
-from sklearn.base import clone
 
 from .._progress import report_stage
 from .._threads import numba_threads
 from .._validation import check_ids, check_positive_int, check_real
-from ..ltr.trees import Trees, check_lambdamart_params, predict_trees
+from ..ltr.trees import TREE_STATE, Trees, check_lambdamart_params, load_tree_state, predict_trees, set_tree_state
 from ..models.base import Recommender
 from ..split import sample_users_trusted
 from ..warp import WarpSampler
-from .bases import fit_on, pools_of_label_parts, resolve_bases
-from .dissertation import AffinityFEBR
+from .bases import check_bases, fit_on, named_bases, pools_of_label_parts, resolve_bases
 from .scoring import (
     ValidationScores,
     compose,
@@ -74,11 +71,6 @@ _SCORERS = ("linear", "lambdamart")
 POOL_SCORES = 2**31
 
 _CONTEXT_STATE = ("context_mean_", "context_scale_", "context_pop_", "context_act_")
-_TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
-#: Parameters of the FEBR class before the dissertation's model became AffinityFEBR (old files).
-_AFFINITY_ONLY = ("affinity", "side", "k", "affinity_params")
-#: The tail of files from before it could mix bases: one base index (read as weight 1 on it).
-_LEGACY_TAIL = "tail_base_"
 
 
 class FEBR(OptADGRecommender):
@@ -87,11 +79,13 @@ class FEBR(OptADGRecommender):
 
     Parameters
     ----------
-    bases : "auto" or list of Recommender
+    bases : "auto" or list of Recommender or of (str, Recommender)
         ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES`, each at its one-line
         default (EASE, dense on small catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p,
         item-p and, up to 2,048 items, fsSLIM).  A list: these recommenders with their parameters as
-        given (a model already fitted on the same ``X`` is reused at prediction).
+        given (a model already fitted on the same ``X`` is reused at prediction), each named by its
+        class or, as in scikit-learn's ``StackingClassifier``, by the name it is paired with; the
+        names (``base_names_``) name the features and are saved with the model.
     scorer : {"linear", "lambdamart"}
         How the head is re-ranked: the linear scorer trained by OPT-ADG, or LightGBM's LambdaMART
         on the same features (needs LightGBM).
@@ -189,7 +183,7 @@ show_progress :
     _INITS = ("best", "zeros")
     _nested = ("bases", "bases_", "base", Recommender)
     _shared_state = ("user_items_",)
-    _model_state = ("linear_", "tail_weights_", *_CONTEXT_STATE, *_TREE_STATE)
+    _model_state = ("linear_", "tail_weights_", *_CONTEXT_STATE, *TREE_STATE)
 
     def __init__(
         self,
@@ -242,33 +236,34 @@ show_progress :
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------ configuration
-    @classmethod
-    def _file_class(cls, params):  # a FEBR file with bases=None holds the model now called AffinityFEBR
-        return AffinityFEBR if params.get("bases") is None else cls
+    def _saved_params(self):
+        params = super()._saved_params()  # the fitted bases' classes and parameters, with their names
+        params["bases"] = [[name, spec] for name, spec in zip(self.base_names_, params["bases"])]
+        return params
 
     @classmethod
     def _decode_params(cls, params):
-        params = {k: v for k, v in params.items() if k not in _AFFINITY_ONLY}  # files from before the split
-        if params.get("init") == "auto":
-            params["init"] = "best"
-        return super()._decode_params(params)
+        named = params.get("bases")
+        if not isinstance(named, list) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in named
+        ):
+            raise ValueError("bases must list the fitted bases as [name, {class, params}] pairs")
+        params = super()._decode_params({**params, "bases": [spec for _, spec in named]})
+        return {**params, "bases": [(name, base) for (name, _), base in zip(named, params["bases"])]}
+
+    def _nested_templates(self):
+        return [base for _, base in named_bases(self.bases)]
 
     @property
     def item_based(self):
         return all(b.item_based for b in self.__dict__.get("bases_", ()))
 
     def _required_state(self):
-        return tuple(n for n in self._state_attributes if n not in _TREE_STATE)
+        return tuple(n for n in self._state_attributes if n not in TREE_STATE)
 
     def _check_params(self):
         super()._check_params()
-        bases = self.bases
-        if not (isinstance(bases, str) and bases == "auto") and not (
-            isinstance(bases, (list, tuple)) and bases and all(isinstance(b, Recommender) for b in bases)
-        ):
-            raise TypeError(f"bases must be 'auto' or a non-empty list of recommenders, got {bases!r}")
-        if isinstance(bases, (list, tuple)) and any(isinstance(b, OptADGRecommender) for b in bases):
-            raise TypeError("a FEBR model cannot be a base of FEBR")
+        check_bases(self.bases)
         if self.scorer not in _SCORERS:
             raise ValueError(f"scorer must be one of {_SCORERS}, got {self.scorer!r}")
         check_positive_int(self.candidates, "candidates")
@@ -316,11 +311,15 @@ show_progress :
             self.excluded_items_,
         )
         self._check_trainable(pool)
-        self.bases_ = fit_on(specs, names, X, stage)
         self.base_names_ = names
         self.feature_names_ = feature_names(names)
-        self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
+        self._fit_prediction_bases(specs, X, stage)
         return pool
+
+    def _fit_prediction_bases(self, specs, X, stage):
+        """``bases_`` (:func:`~recsys_ltr.febr.bases.fit_on`) and their context statistics on ``X``."""
+        self.bases_ = fit_on(specs, self.base_names_, X, stage)
+        self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
 
     def _training_limit(self, n_items, n_bases, n_parts):
         """The most label users of each part's training pool (``None``: all)."""
@@ -343,7 +342,7 @@ show_progress :
         """``theta`` by OPT-ADG from the tail (the best on validation), then the trees."""
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
-        self._set_trees(None)
+        set_tree_state(self, None)
         val = ValidationScores(self, X, validation, rng) if validation is not None else None
         tests = None if val is None or self.fallback_p is None else confirmation_scores(self, X, validation, val, rng)
         self._choose_tail(val, tests)
@@ -368,14 +367,14 @@ show_progress :
         if self.scorer == "lambdamart":
             report_stage(bar, _log, "LambdaMART")
             trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
-            self._set_trees(trees)
+            set_tree_state(self, trees)
         if tests is not None:
             report_stage(bar, _log, "paired test against the tail")
             self.stacked_gain_ = paired_gain(tests.value(per_user=True) - tests.user_values(self.tail_weights_))
             if not self._significant(self.stacked_gain_):  # noise or a loss: the tail alone
                 theta[:] = 0.0
                 self._start_at_tail(theta, scale)
-                self._set_trees(None)
+                set_tree_state(self, None)
 
     def _start_at_tail(self, theta, scale):
         """``theta`` ranking the head as the tail does: the tail's weights on the within-user scores."""
@@ -425,11 +424,12 @@ show_progress :
         """A positive mean gain at a one-sided ``p_value`` below ``fallback_p``."""
         return gain["gain"] > 0 and gain["p_value"] < self.fallback_p
 
-    def _refit(self, X):
-        """The bases refitted on all of ``X`` after training on a held-out split."""
+    def _refit(self, X, bar):
+        """The bases refitted on all of ``X`` after training on a held-out split (a base the user
+        fitted on ``X`` itself is reused)."""
         with numba_threads(self.num_threads):
-            self.bases_ = [clone(b)._fit_trusted(X) for b in self.bases_]
-            self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
+            specs = resolve_bases(self.bases, X.shape, self.num_threads)[1]
+            self._fit_prediction_bases(specs, X, lambda message: report_stage(bar, _log, message))
 
     # ------------------------------------------------------------------ state
     def _set_context(self, context: BaseFeatures):
@@ -438,11 +438,6 @@ show_progress :
     @property
     def _context(self) -> BaseFeatures:
         return BaseFeatures(self.context_mean_, self.context_scale_, self.context_pop_, self.context_act_)
-
-    def _set_trees(self, trees):
-        self.trees_ = trees
-        for name, value in zip(_TREE_STATE, trees if trees is not None else (None,) * len(_TREE_STATE)):
-            setattr(self, name, value)
 
     # ------------------------------------------------------------------ scoring
     def _ranked_scores(self, rows, ids, recalculate):
@@ -498,19 +493,9 @@ show_progress :
         return self.bases_[0]._item_similarity_rows(items)  # the first base's item similarities
 
     # ------------------------------------------------------------------ persistence
-    def _state_names(self):
-        return (*super()._state_names(), _LEGACY_TAIL)
-
     def _load_state(self, state, specs):
-        if _LEGACY_TAIL in state:  # a file from before the tail could mix bases: one base index
-            nb = len({name.split("__")[0] for name in state if re.fullmatch(r"base\d+__.+", name)})
-            tail = state[_LEGACY_TAIL]
-            if tail.shape != (1,) or tail.dtype.kind not in "iu" or not 0 <= int(tail[0]) < nb:
-                raise ValueError(f"tail_base_ must be one base index in [0, {nb})")
-            state = {**state, "tail_weights_": np.eye(nb)[int(tail[0])]}
-            specs = {**specs, "tail_weights_": {"type": "dense"}}
         super()._load_state(state, specs)
-        self.base_names_ = [type(b).__name__ for b in self.bases_]
+        self.base_names_ = [name for name, _ in named_bases(self.bases)]
         self.feature_names_ = feature_names(self.base_names_)
 
     def _check_state(self):
@@ -523,11 +508,5 @@ show_progress :
             raise ValueError("tail_weights_ must be finite, non-negative and not all zero")
         if np.any(self.context_scale_ <= 0) or self.context_act_[1] <= 0:
             raise ValueError("context scales must be positive")
-        trees = [getattr(self, name, None) for name in _TREE_STATE]
-        if all(t is None for t in trees):
-            self._set_trees(None)
-        elif any(t is None for t in trees):
-            raise ValueError("the LambdaMART trees are incomplete")
-        else:
-            self._set_trees(Trees.from_arrays(trees, d))
+        load_tree_state(self, d)
         self._check_linear(d)

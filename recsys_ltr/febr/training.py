@@ -63,7 +63,7 @@ class OptADGRecommender(Recommender):
     """Base of the FEBR estimators: parameters and fit of OPT-ADG (module docstring).
 
     Subclasses define ``__init__`` (with the shared parameters below), ``_INITS`` (their starting
-    points of ``theta``, the default first), ``_train(X, validation, rng, bar)`` and ``_refit(X)``.
+    points of ``theta``, the default first), ``_train(X, validation, rng, bar)`` and ``_refit(X, bar)``.
 
     Parameters
     ----------
@@ -126,7 +126,6 @@ class OptADGRecommender(Recommender):
     """
 
     _INITS: tuple[str, ...] = ()
-    _renamed_params = {"lam": "regularization", "iterations": "max_iter"}  # names of files before the rename
 
     # ------------------------------------------------------------------ configuration
     def _check_params(self):
@@ -213,13 +212,13 @@ class OptADGRecommender(Recommender):
             self._train(X_fit, validation, rng, bar)
             if X_fit is not X and self.refit:
                 report_stage(bar, _log, "refit on all of X")
-                self._refit(X)
+                self._refit(X, bar)
             report_stage(bar, _log, f"done: {self.best_iteration_} samples kept")
 
     def _train(self, X, validation, rng, bar):
         raise NotImplementedError
 
-    def _refit(self, X):
+    def _refit(self, X, bar):
         raise NotImplementedError
 
     def _label_parts(self, X, rng):

@@ -22,11 +22,9 @@ from .._threads import check_num_threads, numba_threads
 from .._validation import check_positive_int, check_random_state, check_real
 from ..query_metrics import ndcg_at_k
 from ._base import QueryRanker, check_query_data
-from .trees import Trees, fit_lambdamart, predict_trees
+from .trees import TREE_STATE, fit_lambdamart, load_tree_state, predict_trees, set_tree_state
 
 __all__ = ["LambdaMART", "RankBlend", "standardize_per_query"]
-
-_TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
 
 
 def standardize_per_query(scores, offsets):
@@ -95,7 +93,7 @@ class LambdaMART(Persistable, QueryRanker):
     0.9831
     """
 
-    _state_attributes = _TREE_STATE
+    _state_attributes = TREE_STATE
 
     def __init__(
         self,
@@ -146,21 +144,15 @@ class LambdaMART(Persistable, QueryRanker):
             "bagging_freq": int(self.bagging_fraction < 1.0),
             "feature_fraction": float(self.feature_fraction),
         }
-        self.trees_, _ = fit_lambdamart(
-            (X, y, np.diff(offsets)), None, params, seed, check_num_threads(self.num_threads)
-        )
-        self._set_tree_state()
+        trees, _ = fit_lambdamart((X, y, np.diff(offsets)), None, params, seed, check_num_threads(self.num_threads))
+        set_tree_state(self, trees)
         return self
-
-    def _set_tree_state(self):
-        for name, value in zip(_TREE_STATE, self.trees_):
-            setattr(self, name, value)
 
     def _saved_state(self):
         return {**super()._saved_state(), "n_features_in_": np.array([self.n_features_in_])}
 
     def _state_names(self):
-        return (*_TREE_STATE, "n_features_in_")
+        return (*TREE_STATE, "n_features_in_")
 
     def _load_state(self, state, specs):
         super()._load_state(state, specs)
@@ -168,8 +160,7 @@ class LambdaMART(Persistable, QueryRanker):
         if d is None or d.shape != (1,) or d.dtype.kind not in "iu" or not 1 <= d[0] < 2**31:
             raise ValueError("n_features_in_ must be one positive integer")
         self.n_features_in_ = int(d[0])
-        self.trees_ = Trees.from_arrays([getattr(self, name) for name in _TREE_STATE], self.n_features_in_)
-        self._set_tree_state()
+        load_tree_state(self, self.n_features_in_)
 
     def predict(self, X, qid, num_iteration=None) -> np.ndarray:
         """The trees' score of each row (higher = more relevant); ``num_iteration``: score with the

@@ -223,8 +223,6 @@ class LGMML(Persistable, QueryRanker):
     0.9489
     """
 
-    _renamed_params = {"n_epochs": "iterations"}  # names in files written before the package's names were unified
-
     def __init__(
         self,
         n_metrics=50,

@@ -307,11 +307,6 @@ class LinearListwise(Persistable, QueryRanker):
 
     _state_attributes = ("coef_", "feature_mean_", "feature_scale_")
 
-    _renamed_params = {
-        "alpha": "regularization",
-        "n_epochs": "iterations",
-    }  # names in files written before the package's names were unified
-
     def __init__(
         self,
         learning_rate=0.001,

@@ -381,13 +381,6 @@ class RPCMTL(LinearListwise):
     ((100,), (100,))
     """
 
-    _renamed_params = {
-        "alpha": "regularization",
-        "n_epochs": "iterations",
-        "lam": "mtl_regularization",
-        "odr_alpha": "odr_regularization",
-    }  # names in files written before the package's names were unified
-
     def __init__(
         self,
         n_clusters=3,

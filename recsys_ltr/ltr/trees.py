@@ -20,7 +20,16 @@ from numba import njit, prange
 
 from .._validation import check_positive_int
 
-__all__ = ["DEFAULTS", "Trees", "check_lambdamart_params", "fit_lambdamart", "predict_trees"]
+__all__ = [
+    "DEFAULTS",
+    "TREE_STATE",
+    "Trees",
+    "check_lambdamart_params",
+    "fit_lambdamart",
+    "load_tree_state",
+    "predict_trees",
+    "set_tree_state",
+]
 
 #: LightGBM settings under every LambdaMART fit (the ``params`` of :func:`fit_lambdamart` override them).
 DEFAULTS = {
@@ -107,6 +116,29 @@ def _predict(X, feature, threshold, left, right, value, roots):
             total += value[j]
         out[r] = total
     return out
+
+
+#: The fitted attributes that save a model's :class:`Trees`, one per field (``trees_feature_`` ...).
+TREE_STATE = tuple(f"trees_{name}_" for name in Trees._fields)
+
+
+def set_tree_state(owner, trees: Trees | None) -> None:
+    """``owner.trees_`` and the arrays :data:`TREE_STATE` that save it (all ``None`` without trees)."""
+    owner.trees_ = trees
+    for name, value in zip(TREE_STATE, trees if trees is not None else (None,) * len(TREE_STATE)):
+        setattr(owner, name, value)
+
+
+def load_tree_state(owner, n_features: int) -> None:
+    """``owner.trees_`` rebuilt and checked (:meth:`Trees.from_arrays`) from the loaded arrays
+    :data:`TREE_STATE` (``None`` when the file holds none of them; some only: ``ValueError``)."""
+    arrays = [getattr(owner, name, None) for name in TREE_STATE]
+    if all(a is None for a in arrays):
+        set_tree_state(owner, None)
+    elif any(a is None for a in arrays):
+        raise ValueError("the LambdaMART trees are incomplete")
+    else:
+        set_tree_state(owner, Trees.from_arrays(arrays, n_features))
 
 
 def predict_trees(trees: Trees, X) -> np.ndarray:

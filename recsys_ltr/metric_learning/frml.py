@@ -237,8 +237,6 @@ class FRML(MahalanobisMixin, BaseEstimator):
     1.0
     """
 
-    _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
-
     def __init__(
         self,
         n_components=None,

@@ -153,8 +153,6 @@ class MLR(MahalanobisMixin, BaseEstimator):
         )
     )
 
-    _renamed_params = {"max_rounds": "max_iter"}  # names in files written before the package's names were unified
-
     def __init__(
         self,
         loss="map",
@@ -418,11 +416,6 @@ class RMLR(MLR):
             name="RMLR", comment="the noise rows are zero", out="array([0.008, 0.008, 0.   , 0.   , 0.   , 0.   ])"
         )
     )
-
-    _renamed_params = {
-        "lam": "regularization",
-        "max_rounds": "max_iter",
-    }  # names in files written before the package's names were unified
 
     def __init__(
         self,

@@ -109,8 +109,6 @@ class EASE(Recommender):
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)
     uses_weights = True
 
-    _renamed_params = {"lam": "regularization"}  # names in files written before the package's names were unified
-
     def __init__(
         self,
         regularization=500.0,

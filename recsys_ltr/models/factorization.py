@@ -368,13 +368,6 @@ class LightFMWARP(_Factorization):
 
     _bias_columns = 2
 
-    _renamed_params = {
-        "no_components": "factors",
-        "epochs": "iterations",
-        "item_alpha": "regularization",
-        "user_alpha": "regularization",
-    }  # names in files written before the package's names were unified
-
     def __init__(
         self,
         factors=64,
