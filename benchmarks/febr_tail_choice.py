@@ -31,22 +31,22 @@ class _Chosen(Exception):
 
 
 def stop_after_tail_choice(record: dict):
-    """Patch ``FEBR._choose_tail`` to fill ``record`` and stop the fit."""
-    choose = FEBR._choose_tail
+    """Patch ``FEBR._set_tail`` to fill ``record`` and stop the fit."""
+    set_tail = FEBR._set_tail
 
-    def patched(self, val, tests):
-        choose(self, val, tests)
+    def patched(self, samples):
+        set_tail(self, samples)
         adg = self.history_[0]["base_" + self._val_key]
         record.update(
             best=list(adg)[int(np.argmax(list(adg.values())))],
             tail=" + ".join(self.tail_bases_),
             test=getattr(self, "tail_gain_", None),
-            selection=int(val.users.size),
-            tests=None if tests is None else int(tests.users.size),
+            selection=int(samples.selection.users.size),
+            tests=None if samples.tests is None else int(samples.tests.users.size),
         )
         raise _Chosen
 
-    FEBR._choose_tail = patched
+    FEBR._set_tail = patched
 
 
 def tuned(results: pd.DataFrame, fold: int) -> dict:

@@ -64,6 +64,7 @@ __all__ = [
     "holdout_trusted",
     "kfold",
     "kfold_trusted",
+    "label_parts",
     "last_fraction",
     "last_n",
     "leave_k_out",
@@ -216,6 +217,25 @@ def kfold_trusted(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
     fold = (rank + rng.integers(n_folds, size=X.shape[0])[rows]) % n_folds
     fold[~eligible] = -1
     return ((_subset(X, rows, fold != f), _subset(X, rows, fold == f)) for f in range(n_folds))
+
+
+def label_parts(X, holdout, rng, exclude_top=None) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
+    """``[(F, L), ...]``: feature parts and their labels, a training label never among the data of
+    its features (FEBR's leak-free training): one holdout of the fraction ``holdout`` of each user's
+    positives, ``K`` out-of-fold parts for an int ``holdout = K`` (:func:`kfold_trusted`), ``[(X, X)]``
+    for ``0``; labels drawn outside the ``exclude_top`` most popular items when given.  Trusted
+    inputs; a split that leaves no label is refused."""
+    if holdout == 0:
+        return [(X, X)]
+    eligible = eligible_positives(X, exclude_top)
+    if isinstance(holdout, (int, np.integer)):
+        parts = list(kfold_trusted(X, int(holdout), rng, eligible))
+    else:
+        parts = [holdout_trusted(X, float(holdout), 0.0, rng, eligible)[:2]]
+    if parts[0][1].nnz == 0:
+        outside = f" outside the label_exclude_top={exclude_top} most popular items" * bool(exclude_top)
+        raise ValueError(f"holdout={holdout} leaves no label positive: users have too few interactions{outside}")
+    return parts
 
 
 def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):

@@ -43,6 +43,7 @@ NO_EXAMPLES = {
     # abstract bases: their subclasses' examples show the interface
     "recsys_ltr.models.Recommender",
     "recsys_ltr.febr.training.OptADGRecommender",
+    "recsys_ltr.febr.training.OptADG",  # the loop over the engine's trusted state: FEBR's examples run it
     "recsys_ltr.executors.Executor",
     "recsys_ltr.ltr.QueryRanker",
     # numba kernels and the helpers that feed them checked arrays

@@ -15,7 +15,7 @@ from test_febr import block_feedback
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
 from recsys_ltr.febr.bases import named_bases
-from recsys_ltr.febr.scoring import MIN_CONFIRMATION_USERS, _compose_kernel, tail_scores
+from recsys_ltr.febr.scoring import _compose_kernel, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
     Pool,
@@ -28,6 +28,7 @@ from recsys_ltr.febr.stacking import (
     with_items,
     z_column,
 )
+from recsys_ltr.febr.validation import MIN_CONFIRMATION_USERS, draw_samples
 from recsys_ltr.ltr.trees import Trees, fit_lambdamart, predict_trees
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import EASE, KUNN, ItemKNN, Popularity, UserKNN
@@ -693,8 +694,6 @@ def test_the_paired_tests_run_on_users_the_selection_never_saw():
     """The selection sample (tail choice, early stopping) takes ``validation_users`` users while
     MIN_CONFIRMATION_USERS others remain, else half of the validation users; the paired tests' users
     are others; with fewer than 2 x MIN_CONFIRMATION_USERS validation users both are the same sample."""
-    from recsys_ltr.febr.scoring import ValidationScores, confirmation_scores
-
     rng = np.random.default_rng(0)
     m = MIN_CONFIRMATION_USERS
     cases = (
@@ -708,14 +707,19 @@ def test_the_paired_tests_run_on_users_the_selection_never_saw():
         train, val, _ = holdout(X, val=0.2, test=0.0, random_state=0)
         model = fast(bases=[ItemKNN(k=10), Popularity()], validation_users=limit).fit(train, validation=val)
         with_val = np.count_nonzero(np.diff(val.indptr))  # nearly every user
-        selection = ValidationScores(model, train, val, np.random.default_rng(0))
-        tests = confirmation_scores(model, train, val, selection, np.random.default_rng(0))
+        most = model._validation_limit(train.shape[1])
+        samples = draw_samples(model._stack, train, val, most, "ADG", np.random.default_rng(0), 1)
+        selection, tests = samples.selection, samples.tests
         if selected != "all":
             assert selection.users.size == (with_val // 2 if selected == "half" else selected)
-            assert np.intersect1d(selection.users, tests.users).size == 0
+            assert np.intersect1d(selection.users, tests.users).size == 0 and not samples.shared
             assert tests.users.size == min(with_val - selection.users.size, limit or with_val)
+            assert samples.every == [selection, tests]
         else:
-            assert tests is selection and selection.users.size == with_val
+            assert samples.shared and tests is selection and selection.users.size == with_val
+            assert samples.every == [selection]
+        alone = draw_samples(model._stack, train, val, most, "ADG", np.random.default_rng(0), 1, tests=False)
+        assert alone.tests is None and np.array_equal(alone.selection.users, selection.users)
 
 
 def test_the_validation_sample_is_scored_block_by_block_and_caches_one_tail(monkeypatch):
@@ -723,20 +727,24 @@ def test_the_validation_sample_is_scored_block_by_block_and_caches_one_tail(monk
     blocks of a few users (a planted block budget), equal those of the whole sample at once; its size
     is bounded by one float64 row of the tail per user, whatever the number of bases."""
     from recsys_ltr import _memory
-    from recsys_ltr.febr import scoring
+    from recsys_ltr.febr import validation
 
     train, val, _ = _synthetic_split(0)
     model = fast(bases=[ItemKNN(k=20), UserKNN(k=20), Popularity()], max_iter=0, validation_users=None)
     model.fit(train, validation=val)
-    monkeypatch.setattr(scoring, "CACHE_BYTES", 8 * train.shape[1] * 150)
-    whole = scoring.ValidationScores(model, train, val, np.random.default_rng(0))
+    monkeypatch.setattr(validation, "CACHE_BYTES", 8 * train.shape[1] * 150)
+
+    def sample():
+        return draw_samples(model._stack, train, val, None, "ADG", np.random.default_rng(0), 1, False).selection
+
+    whole = sample()
     assert whole.users.size == 150
     monkeypatch.setattr(_memory, "BLOCK_BYTES", 8 * train.shape[1] * 3 * 7)  # blocks of 7 users
-    blocks = scoring.ValidationScores(model, train, val, np.random.default_rng(0))
+    blocks = sample()
     np.testing.assert_array_equal(blocks.users, whole.users)
     rows = train[whole.users]
     S = stacked_scores(model.bases_, rows, whole.users, dtype=np.float32)  # the sample's precision
-    for a, b in zip(blocks.head, model._head(S.astype(np.float64), rows)):
+    for a, b in zip(blocks.head, model._stack.head(S.astype(np.float64), rows)):
         np.testing.assert_array_equal(a, b)
     for b in range(3):
         scores = lambda ids, b=b: S[np.searchsorted(whole.users, ids), b, :]  # noqa: E731
@@ -753,18 +761,18 @@ def test_the_scorer_is_kept_only_on_a_significant_gain(planted, monkeypatch):
     """The decision itself: the trained scorer stays when the mean gain is positive and the paired
     test's p is below ``fallback_p``; the tail base alone (theta = its within-user score) replaces it
     otherwise, a significant signed-rank test of a negative mean gain included."""
-    from recsys_ltr.febr import model as febr_model
+    from recsys_ltr.febr import validation
 
     train, val, _ = planted
     trained = np.linspace(1.0, 2.0, 9)  # what training found: unlike the tail base alone
 
-    def trained_sgd(self, *args, **kwargs):
+    def trained_run(self, sampler, state, fns, theta, *args):
         self.best_iteration_ = 4000
-        return trained
+        theta[:] = trained
 
-    monkeypatch.setattr(febr_model.FEBR, "_sgd", trained_sgd)
+    monkeypatch.setattr(FEBR, "_run_optadg", trained_run)
     for p, gain, kept in ((0.001, 0.01, True), (0.5, 0.01, False), (0.001, -0.001, False)):
-        monkeypatch.setattr(febr_model, "paired_gain", lambda *a, p=p, g=gain: {"users": 60, "gain": g, "p_value": p})
+        monkeypatch.setattr(validation, "paired_gain", lambda *a, p=p, g=gain: {"users": 60, "gain": g, "p_value": p})
         m = fast(bases=[ItemKNN(k=10), UserKNN(k=10)]).fit(train, validation=val)
         assert m.stacked_gain_["p_value"] == p
         if kept:
@@ -861,18 +869,18 @@ def test_the_training_pools_keep_at_most_training_users_label_users(monkeypatch,
 def test_training_users_auto_follows_the_cost_model(monkeypatch):
     """``"auto"``: as many label users as keep users x items x bases x parts within POOL_SCORES;
     a limit at or above the label users leaves the fit unchanged, bit for bit (no sample is drawn)."""
-    from recsys_ltr.febr import model as febr_model
+    from recsys_ltr.febr import bases as febr_bases
 
-    m = FEBR()
-    assert m._training_limit(40_981, 6, 1) == febr_model.POOL_SCORES // (40_981 * 6) == 8_733
-    assert m._training_limit(17_000, 6, 2) == febr_model.POOL_SCORES // (17_000 * 12)
-    assert FEBR(training_users=None)._training_limit(10**9, 10, 5) is None
+    limit = febr_bases.pool_user_limit
+    assert limit("auto", 40_981, 6, 1) == febr_bases.POOL_SCORES // (40_981 * 6) == 8_733
+    assert limit("auto", 17_000, 6, 2) == febr_bases.POOL_SCORES // (17_000 * 12)
+    assert limit(None, 10**9, 10, 5) is None and limit(7, 10**9, 10, 5) == 7
     train, val, _ = _synthetic_split(0)
-    monkeypatch.setattr(febr_model, "POOL_SCORES", 80 * 2 * 100)  # 100 users of the 80-item catalogue
+    monkeypatch.setattr(febr_bases, "POOL_SCORES", 80 * 2 * 100)  # 100 users of the 80-item catalogue
     seen = _pool_queries(monkeypatch)
     auto = fast(bases=[ItemKNN(k=20), UserKNN(k=20)]).fit(train, validation=val)
     assert seen[0].size == 100
-    monkeypatch.setattr(febr_model, "POOL_SCORES", 2**31)
+    monkeypatch.setattr(febr_bases, "POOL_SCORES", 2**31)
     a = fast(bases=[ItemKNN(k=20), UserKNN(k=20)]).fit(train, validation=val)
     b = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], training_users=None).fit(train, validation=val)
     assert seen[1].size == seen[2].size > 300

@@ -14,26 +14,31 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 from sklearn.base import clone
 
 from ..models import ALS, EASE, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
-from ..split import sample_users_trusted
-from .stacking import build_pool, concatenate_pools, context_statistics
+from ..split import label_parts, sample_users_trusted
+from .stacking import Pool, Stack, build_pool, concatenate_pools, context_statistics
 from .training import STAT_USERS, OptADGRecommender
 
 __all__ = [
     "AUTO_BASES",
+    "POOL_SCORES",
     "SLIM_ITEMS",
     "AutoBase",
     "BaseSpec",
     "auto_bases",
     "check_bases",
     "fit_on",
+    "fit_stack",
     "named_bases",
+    "pool_user_limit",
     "pools_of_label_parts",
     "resolve_bases",
     "reuse_or_fit",
+    "training_pool",
 ]
 
 
@@ -56,6 +61,15 @@ class AutoBase(NamedTuple):
         """Whether the base is stacked on a catalogue of ``n_items`` items."""
         return self.max_items is None or n_items <= self.max_items
 
+
+#: ``training_users="auto"``: the label users of the training pools are a random sample when their
+#: base scores (users x items x bases, over the label parts) would exceed this many values.  Building
+#: the pools costs about that (each base's dense row of every user), while the scorer's weights (three
+#: per base) gain nothing measurable from more queries: on gowalla (29,858 users x 40,981 items, six
+#: bases) the pools of every user took 135 s of a 333 s fit, those of 8,733 users 42 s of 242 s, with
+#: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics).  No sample on the
+#: five data sets of the benchmark tables (citeulike-a, the largest, scores 5.7e8 values).
+POOL_SCORES = 2**31
 
 #: Catalogue size up to which FEBR stacks fsSLIM: it pays on small catalogues (msweb, 285 items,
 #: where it is the best single model: ``FEBR()`` test ADG .5604 with it, .5574 without, 3 seeds)
@@ -152,6 +166,41 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_pool_users
         pools.append(build_pool(bases_F, context, F, L, n_top, users, exclude_known=exclude_known, never=never))
         del bases_F
     return concatenate_pools(pools)
+
+
+def pool_user_limit(training_users, n_items, n_bases, n_parts):
+    """The most label users of each part's training pool (``None``: all): ``training_users``, or for
+    ``"auto"`` as many as keep the base scores of the parts within :data:`POOL_SCORES` values."""
+    if isinstance(training_users, str):  # "auto"
+        return max(1, POOL_SCORES // (n_items * n_bases * n_parts))
+    return training_users
+
+
+def training_pool(specs, names, X, holdout, exclude_top, candidates, training_users, rng, stage, never) -> Pool:
+    """FEBR's training pool: ``X`` split into label parts (:func:`~recsys_ltr.split.label_parts`),
+    the heads of at most ``training_users`` label users of each part (``"auto"``: as many as keep
+    the parts' base scores within :data:`POOL_SCORES` values; ``None``: all) under the bases fitted
+    on its feature part (:func:`pools_of_label_parts`).  A pool where no user has a label and a
+    non-label in its head is refused before any training."""
+    parts = label_parts(X, holdout, rng, exclude_top)
+    limit = pool_user_limit(training_users, X.shape[1], len(specs), len(parts))
+    pool = pools_of_label_parts(specs, names, parts, candidates, holdout != 0, limit, rng, stage, never)
+    sizes = np.diff(pool.indptr)
+    labels = np.diff(np.concatenate(([0], np.cumsum(pool.label)))[pool.indptr])
+    if not np.any((labels > 0) & (labels < sizes)):
+        raise ValueError(
+            f"no user has a held-out label among the bases' top candidates={candidates} beside an item that "
+            f"is not one: nothing to train on (holdout={holdout}, label_exclude_top={exclude_top}); raise "
+            "candidates, lower label_exclude_top or give users more positives"
+        )
+    return pool
+
+
+def fit_stack(specs, names, X, candidates, never, stage) -> Stack:
+    """The stack FEBR predicts with: the bases fitted on ``X`` (:func:`fit_on`) and their context
+    statistics there."""
+    bases = fit_on(specs, names, X, stage)
+    return Stack(bases, context_statistics(bases, X, sample_users_trusted(X, STAT_USERS)), candidates, never)
 
 
 def fit_on(specs, names, X, stage) -> list[Recommender]:

@@ -22,7 +22,7 @@ from .._threads import numba_threads
 from ..metrics import evaluate_trusted
 from ..neighbors.affinity import Affinity, kunn_weights
 from ..neighbors.knn import check_k, knn_index_trusted, knn_query_trusted
-from ..split import sample_users_trusted
+from ..split import label_parts, sample_users_trusted
 from ..warp import WarpSampler
 from .features import (
     _W,
@@ -147,51 +147,8 @@ num_threads, show_progress :
 
     _INITS = ("sum", "zeros")
 
-    def __init__(
-        self,
-        affinity="cosine",
-        side="item",
-        k=100,
-        affinity_params=None,
-        holdout=0.2,
-        label_exclude_top=None,
-        validation_fraction=0.1,
-        refit=True,
-        regularization=1e-4,
-        learning_rate=0.01,
-        max_iter=1_000_000,
-        gamma=50,
-        beta=None,
-        eval_every=50_000,
-        early_stopping=5,
-        validation_users=1000,
-        validation_metric="ADG",
-        init="sum",
-        random_state=0,
-        num_threads=0,
-        show_progress=None,
-    ):
-        self.affinity = affinity
-        self.side = side
-        self.k = k
-        self.affinity_params = affinity_params
-        self.holdout = holdout
-        self.label_exclude_top = label_exclude_top
-        self.validation_fraction = validation_fraction
-        self.refit = refit
-        self.regularization = regularization
-        self.learning_rate = learning_rate
-        self.max_iter = max_iter
-        self.gamma = gamma
-        self.beta = beta
-        self.eval_every = eval_every
-        self.early_stopping = early_stopping
-        self.validation_users = validation_users
-        self.validation_metric = validation_metric
-        self.init = init
-        self.random_state = random_state
-        self.num_threads = num_threads
-        self.show_progress = show_progress
+    _parameters = {"affinity": "cosine", "side": "item", "k": 100, "affinity_params": None}
+    _shared_defaults = {"validation_users": 1000}
 
     # ------------------------------------------------------------------ configuration
     @property
@@ -247,7 +204,7 @@ num_threads, show_progress :
             )
             validate = None if validation is None else self._validator(X, validation, rng)
             report_stage(bar, _log, "training (OPT-ADG)")
-            theta[:] = self._sgd(sampler, state, (_febr_score, _febr_update, rows), theta, state[14], validate, bar)
+            self._run_optadg(sampler, state, (_febr_score, _febr_update, rows), theta, state[14], None, validate, bar)
 
     def _validator(self, X, validation, rng):
         """``theta -> validation value`` (``validation_metric``) over at most ``validation_users``
@@ -268,7 +225,7 @@ num_threads, show_progress :
         with a label holdout the feature part ``F`` and the labels ``L`` (module docstring)."""
         if self.holdout == 0:
             return self.extractor_, self.feature_mean_, self.feature_scale_, X, 0.0
-        ((F, L),) = self._label_parts(X, rng)
+        ((F, L),) = label_parts(X, self.holdout, rng, self.label_exclude_top)
         item, user = build_affinities(F, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)
         extractor = FeatureExtractor.trusted(F, self.k, item, user, self.num_threads)
         return (extractor, *_statistics(extractor), L, 1.0)

@@ -24,36 +24,15 @@ import logging
 import numpy as np
 
 from .._progress import report_stage
-from .._threads import numba_threads
+from .._threads import check_num_threads, numba_threads
 from .._validation import check_ids, check_positive_int, check_real
-from ..ltr.trees import TREE_STATE, Trees, check_lambdamart_params, load_tree_state, predict_trees, set_tree_state
+from ..ltr.trees import TREE_STATE, check_lambdamart_params, load_tree_state, set_tree_state
 from ..models.base import Recommender
-from ..split import sample_users_trusted
-from ..warp import WarpSampler
-from .bases import check_bases, fit_on, named_bases, pools_of_label_parts, resolve_bases
-from .scoring import (
-    ValidationScores,
-    compose,
-    confirmation_scores,
-    fit_reranker,
-    linear_key,
-    paired_gain,
-    pool_score,
-    pool_update,
-    tail_scores,
-)
-from .stacking import (
-    BaseFeatures,
-    context_statistics,
-    feature_names,
-    heads,
-    n_features,
-    pool_relevance,
-    stacked_scores,
-    with_items,
-    z_column,
-)
-from .training import STAT_USERS, OptADGRecommender, check_user_limit
+from .bases import check_bases, fit_stack, named_bases, resolve_bases, training_pool
+from .scoring import Linear, compose, head_key, pool_problem, tail_scores
+from .stacking import BaseFeatures, Stack, feature_names, n_features, z_column
+from .training import OptADGRecommender, check_user_limit
+from .validation import best_reranker, choose_tail, draw_samples, keep_scorer
 
 __all__ = ["FEBR"]
 
@@ -61,14 +40,6 @@ _log = logging.getLogger(__name__)
 
 _SCORERS = ("linear", "lambdamart")
 
-#: ``training_users="auto"``: the label users of the training pools are a random sample when their
-#: base scores (users x items x bases, over the label parts) would exceed this many values.  Building
-#: the pools costs about that (each base's dense row of every user), while the scorer's weights (three
-#: per base) gain nothing measurable from more queries: on gowalla (29,858 users x 40,981 items, six
-#: bases) the pools of every user took 135 s of a 333 s fit, those of 8,733 users 42 s of 242 s, with
-#: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics).  No sample on the
-#: five data sets of the benchmark tables (citeulike-a, the largest, scores 5.7e8 values).
-POOL_SCORES = 2**31
 
 _CONTEXT_STATE = ("context_mean_", "context_scale_", "context_pop_", "context_act_")
 
@@ -103,7 +74,7 @@ show_progress :
         OPT-ADG's, see :class:`~recsys_ltr.febr.training.OptADGRecommender`; ``refit`` refits the
         bases on all of ``X``; ``validation_users`` (``"auto"``: from the catalogue size) bounds each
         validation sample, and the early-stopping sample leaves the paired test below users of their
-        own (:data:`~recsys_ltr.febr.scoring.MIN_CONFIRMATION_USERS`).
+        own (:data:`~recsys_ltr.febr.validation.MIN_CONFIRMATION_USERS`).
     training_users : int, "auto" or None
         The most label users whose pools the scorer trains on, a random sample of each label part
         (``"auto"``: as many as keep their base scores within :data:`POOL_SCORES` values, users x
@@ -114,7 +85,7 @@ show_progress :
     lambdamart_params : dict, optional
         LightGBM parameters over :data:`recsys_ltr.ltr.trees.DEFAULTS` (up to 500 rounds at
         learning rate 0.05, early stopping on NDCG@10 of the validation pools).  Default: the two
-        :data:`~recsys_ltr.febr.scoring.LAMBDAMART_SETTINGS`, the better on validation.
+        :data:`~recsys_ltr.febr.validation.LAMBDAMART_SETTINGS`, the better on validation.
     fallback_p : float in [0, 1] or None
         The trained scorer is kept only when it beats the tail alone on validation users held out
         from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided
@@ -185,55 +156,14 @@ show_progress :
     _shared_state = ("user_items_",)
     _model_state = ("linear_", "tail_weights_", *_CONTEXT_STATE, *TREE_STATE)
 
-    def __init__(
-        self,
-        bases="auto",
-        scorer="linear",
-        candidates=100,
-        holdout=0.2,
-        label_exclude_top=None,
-        validation_fraction=0.1,
-        refit=True,
-        regularization=1e-4,
-        learning_rate=0.01,
-        max_iter=1_000_000,
-        gamma=50,
-        beta=None,
-        eval_every=50_000,
-        early_stopping=5,
-        validation_users="auto",
-        training_users="auto",
-        validation_metric="ADG",
-        init="best",
-        lambdamart_params=None,
-        fallback_p=0.05,
-        random_state=0,
-        num_threads=0,
-        show_progress=None,
-    ):
-        self.bases = bases
-        self.scorer = scorer
-        self.candidates = candidates
-        self.holdout = holdout
-        self.label_exclude_top = label_exclude_top
-        self.validation_fraction = validation_fraction
-        self.refit = refit
-        self.regularization = regularization
-        self.learning_rate = learning_rate
-        self.max_iter = max_iter
-        self.gamma = gamma
-        self.beta = beta
-        self.eval_every = eval_every
-        self.early_stopping = early_stopping
-        self.validation_users = validation_users
-        self.training_users = training_users
-        self.validation_metric = validation_metric
-        self.init = init
-        self.lambdamart_params = lambdamart_params
-        self.fallback_p = fallback_p
-        self.random_state = random_state
-        self.num_threads = num_threads
-        self.show_progress = show_progress
+    _parameters = {
+        "bases": "auto",
+        "scorer": "linear",
+        "candidates": 100,
+        "training_users": "auto",
+        "lambdamart_params": None,
+        "fallback_p": 0.05,
+    }
 
     # ------------------------------------------------------------------ configuration
     def _saved_params(self):
@@ -294,159 +224,118 @@ show_progress :
             self._train_scorer(pool, X, validation, rng, bar)
 
     def _fit_bases(self, X, rng, bar):
-        """The bases on the label parts, the training pools of their features, then the bases fitted
-        on ``X``."""
+        """The training pool of the bases fitted on the label parts, then the bases fitted on ``X``."""
         names, specs = resolve_bases(self.bases, X.shape, self.num_threads)
         stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
-        parts = self._label_parts(X, rng)
-        pool = pools_of_label_parts(
-            specs,
-            names,
-            parts,
-            self.candidates,
-            self.holdout != 0,
-            self._training_limit(X.shape[1], len(specs), len(parts)),
-            rng,
-            stage,
+        pool = training_pool(
+            specs, names, X, self.holdout, self.label_exclude_top, self.candidates, self.training_users, rng, stage,
             self.excluded_items_,
-        )
-        self._check_trainable(pool)
-        self.base_names_ = names
-        self.feature_names_ = feature_names(names)
-        self._fit_prediction_bases(specs, X, stage)
+        )  # fmt: skip
+        self.base_names_, self.feature_names_ = names, feature_names(names)
+        self._set_stack(fit_stack(specs, names, X, self.candidates, self.excluded_items_, stage))
         return pool
 
-    def _fit_prediction_bases(self, specs, X, stage):
-        """``bases_`` (:func:`~recsys_ltr.febr.bases.fit_on`) and their context statistics on ``X``."""
-        self.bases_ = fit_on(specs, self.base_names_, X, stage)
-        self._set_context(context_statistics(self.bases_, X, sample_users_trusted(X, STAT_USERS)))
-
-    def _training_limit(self, n_items, n_bases, n_parts):
-        """The most label users of each part's training pool (``None``: all)."""
-        if isinstance(self.training_users, str):  # "auto"
-            return max(1, POOL_SCORES // (n_items * n_bases * n_parts))
-        return self.training_users
-
-    def _check_trainable(self, pool):
-        """Refuse, before any training, a pool where no user has a label and a non-label in its head."""
-        sizes = np.diff(pool.indptr)
-        labels = np.diff(np.concatenate(([0], np.cumsum(pool.label)))[pool.indptr])
-        if not np.any((labels > 0) & (labels < sizes)):
-            raise ValueError(
-                f"no user has a held-out label among the bases' top candidates={self.candidates} beside an item that "
-                f"is not one: nothing to train on (holdout={self.holdout}, label_exclude_top="
-                f"{self.label_exclude_top}); raise candidates, lower label_exclude_top or give users more positives"
-            )
-
     def _train_scorer(self, pool, X, validation, rng, bar):
-        """``theta`` by OPT-ADG from the tail (the best on validation), then the trees."""
+        """The tail (the best on validation), ``theta`` by OPT-ADG from it, then the trees; the scorer
+        kept only when it beats the tail on the test users (:mod:`recsys_ltr.febr.validation`)."""
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
         set_tree_state(self, None)
-        val = ValidationScores(self, X, validation, rng) if validation is not None else None
-        tests = None if val is None or self.fallback_p is None else confirmation_scores(self, X, validation, val, rng)
-        self._choose_tail(val, tests)
+        samples = self._draw_samples(X, validation, rng)
+        self._set_tail(samples)
         if self.init == "best":
             self._start_at_tail(theta, scale)
-        relevant, irrelevant = pool_relevance(pool, X.shape[1])
-        state = (pool.indptr, pool.items, pool.phi, theta, mean, 1.0 / scale)
-        state += (np.array([float(self.regularization)]), np.zeros(1), np.zeros_like(theta))
-        sampler = WarpSampler.trusted(
-            relevant,
-            irrelevant,
-            loss="adg",
-            normalize=False,
-            min_beta=1,
-            random_state=self.random_state,
-            num_threads=self.num_threads,
-            **self._limit(),
-        )
+        validate = None
+        if samples is not None:
+            validate = lambda t: samples.selection.value(Linear(t, mean, scale), self.tail_weights_)  # noqa: E731
         report_stage(bar, _log, "training (OPT-ADG)")
-        fns = (pool_score, pool_update, {0: "query"})
-        theta[:] = self._sgd(sampler, state, fns, theta, state[7], None if val is None else val.value, bar, state[8])
+        threads, seed = self.num_threads, self.random_state
+        problem = pool_problem(pool, theta, mean, scale, X.shape[1], self.regularization, seed, threads, self._limit())
+        self._run_optadg(*problem, validate, bar)
         if self.scorer == "lambdamart":
             report_stage(bar, _log, "LambdaMART")
-            trees, self.lambdamart_iterations_ = fit_reranker(self, pool, X, validation, val, rng)
-            set_tree_state(self, trees)
-        if tests is not None:
+            self._fit_trees(pool, validation, samples, rng)
+        if samples is not None and samples.tests is not None:
             report_stage(bar, _log, "paired test against the tail")
-            self.stacked_gain_ = paired_gain(tests.value(per_user=True) - tests.user_values(self.tail_weights_))
-            if not self._significant(self.stacked_gain_):  # noise or a loss: the tail alone
+            keep, self.stacked_gain_ = keep_scorer(samples.tests, self._scorer, self.tail_weights_, self.fallback_p)
+            if not keep:  # noise or a loss: the tail alone
                 theta[:] = 0.0
                 self._start_at_tail(theta, scale)
                 set_tree_state(self, None)
+
+    def _draw_samples(self, X, validation, rng):
+        """The validation samples of every decision (``None`` without validation)."""
+        if validation is None:
+            return None
+        limit, metric = self._validation_limit(X.shape[1]), self._validation_metric(X.shape[1])
+        return draw_samples(
+            self._stack, X, validation, limit, metric, rng, self.num_threads, tests=self.fallback_p is not None
+        )
+
+    def _set_tail(self, samples):
+        """``tail_weights_`` and ``tail_gain_`` (:func:`~recsys_ltr.febr.validation.choose_tail`; the
+        first base without validation)."""
+        if samples is None:
+            self.tail_weights_, self.tail_gain_ = np.eye(len(self.bases_))[0], None
+            return
+        tail = choose_tail(samples, self.base_names_, self.fallback_p, self._val_key)
+        self.tail_weights_, self.tail_gain_ = tail.weights, tail.gain
+        self.history_.append(tail.record)
+
+    def _fit_trees(self, pool, validation, samples, rng):
+        """The LambdaMART trees (:func:`~recsys_ltr.febr.validation.best_reranker`)."""
+        seed, threads = int(rng.integers(2**31 - 1)), check_num_threads(self.num_threads)
+        selection = None if samples is None else samples.selection
+        trees, self.lambdamart_iterations_, records = best_reranker(
+            pool, validation, selection, self.tail_weights_, self.lambdamart_params, seed, threads, self._val_key
+        )
+        self.history_.extend(records)
+        set_tree_state(self, trees)
 
     def _start_at_tail(self, theta, scale):
         """``theta`` ranking the head as the tail does: the tail's weights on the within-user scores."""
         for b in np.flatnonzero(self.tail_weights_):
             theta[z_column(b)] = scale[z_column(b)] * self.tail_weights_[b]
 
-    def _choose_tail(self, val, tests):
-        """The tail: the best base by the validation value of every validation user (the selection
-        sample ``val`` and the test users ``tests``), or the mean of the bases tied with it (not
-        beaten by it at ``fallback_p`` over those users) when that mean is better there.  When the
-        tests must reuse ``val`` (fewer than 2 x MIN_CONFIRMATION_USERS validation users), a choice
-        among several bases is noise (msweb's novelty protocol: 16 users): the first base stays
-        unless the best beats it significantly."""
-        nb = len(self.bases_)
-        self.tail_weights_, self.tail_gain_ = np.eye(nb)[0], None
-        if val is None:
-            return
-        samples = [val] if tests is None or tests is val else [val, tests]
-        users = [np.concatenate([s.user_values(w) for s in samples]) for w in np.eye(nb)]
-        values = np.array([u.mean() for u in users])
-        record = {"iteration": 0, "base_" + self._val_key: dict(zip(self.base_names_, values))}
-        self.history_.append(record)
-        best = int(np.argmax(values))
-        self.tail_weights_ = np.eye(nb)[best]
-        if tests is None:  # fallback_p=None: no tests
-            return
-        if tests is val:
-            self.tail_gain_ = paired_gain(users[best] - users[0])
-            self.tail_weights_ = np.eye(nb)[best if self._significant(self.tail_gain_) else 0]
-            return
-        tied = [b for b in range(nb) if b == best or not self._significant(paired_gain(users[best] - users[b]))]
-        if len(tied) < 2:
-            return
-        mean = np.zeros(nb)
-        mean[tied] = 1.0 / len(tied)
-        mixed = np.concatenate([s.user_values(mean) for s in samples]).mean()
-        record["tail_mean_" + self._val_key] = {"bases": [self.base_names_[b] for b in tied], "value": float(mixed)}
-        if mixed > values[best]:
-            self.tail_weights_ = mean
-
     @property
     def tail_bases_(self) -> list[str]:
         """Names of the bases the tail weighs (one, or the tied bases it averages)."""
         return [self.base_names_[b] for b in np.flatnonzero(self.tail_weights_)]
-
-    def _significant(self, gain: dict) -> bool:
-        """A positive mean gain at a one-sided ``p_value`` below ``fallback_p``."""
-        return gain["gain"] > 0 and gain["p_value"] < self.fallback_p
 
     def _refit(self, X, bar):
         """The bases refitted on all of ``X`` after training on a held-out split (a base the user
         fitted on ``X`` itself is reused)."""
         with numba_threads(self.num_threads):
             specs = resolve_bases(self.bases, X.shape, self.num_threads)[1]
-            self._fit_prediction_bases(specs, X, lambda message: report_stage(bar, _log, message))
+            stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
+            self._set_stack(fit_stack(specs, self.base_names_, X, self.candidates, self.excluded_items_, stage))
 
     # ------------------------------------------------------------------ state
-    def _set_context(self, context: BaseFeatures):
-        self.context_mean_, self.context_scale_, self.context_pop_, self.context_act_ = context
+    def _set_stack(self, stack: Stack):
+        self.bases_ = stack.bases
+        self.context_mean_, self.context_scale_, self.context_pop_, self.context_act_ = stack.context
 
     @property
     def _context(self) -> BaseFeatures:
         return BaseFeatures(self.context_mean_, self.context_scale_, self.context_pop_, self.context_act_)
 
     # ------------------------------------------------------------------ scoring
+    @property
+    def _stack(self) -> Stack:
+        return Stack(self.bases_, self._context, self._param("candidates"), self.excluded_items_)
+
+    @property
+    def _scorer(self):
+        """The fitted scorer of the head: the trees when there are, else the linear one."""
+        return self.trees_ if self.trees_ is not None else Linear(self.coef_, self.feature_mean_, self.feature_scale_)
+
     def _ranked_scores(self, rows, ids, recalculate):
         """The head of every user (each base's ``candidates`` best) in the scorer's order above the
         other items in the order of the tail (module docstring)."""
-        S = stacked_scores(self.bases_, rows, ids, recalculate)
-        excluded = with_items(rows, self.excluded_items_)
-        indptr, items, phi = self._head(S, rows, excluded)
-        return compose(tail_scores(S, excluded, self.tail_weights_), (indptr, items), self._head_key(phi))
+        stack = self._stack
+        S, excluded = stack.scores(rows, ids, recalculate), stack.excluded(rows)
+        indptr, items, phi = stack.head(S, rows, excluded)
+        return compose(tail_scores(S, excluded, self.tail_weights_), (indptr, items), head_key(self._scorer, phi))
 
     def head_features(self, user_ids):
         """Stacked features of the heads of training users (the union of each base's ``candidates``
@@ -459,7 +348,8 @@ show_progress :
         ids = check_ids(user_ids, self.n_users_, "user_ids")
         rows = self.user_items_[ids]
         with numba_threads(self.num_threads):
-            return self._head(stacked_scores(self.bases_, rows, ids), rows)
+            stack = self._stack
+            return stack.head(stack.scores(rows, ids), rows)
 
     #: the method :func:`recsys_ltr.febr.febr_features` runs on each block of users
     _features_method = "head_features"
@@ -467,27 +357,6 @@ show_progress :
     def _feature_floats(self) -> int:
         """Dense floats per user of :meth:`head_features` (the bases' rows of scores)."""
         return len(self.bases_) * self.n_items_
-
-    def _head(self, S, rows, excluded=None):
-        """The head of a block: ``(indptr, items, phi)``, row ``r``'s head entries at
-        ``indptr[r]:indptr[r + 1]`` (items and their features); ``excluded``: ``rows`` with the
-        model's excluded items, when the caller has them."""
-        # ties broken by the standardised popularity of the context: the training popularity's order
-        candidates = self._param("candidates")
-        excluded = with_items(rows, self.excluded_items_) if excluded is None else excluded
-        items, phi, _, counts = heads(S, rows, None, self._context, self.context_pop_, candidates, excluded)
-        valid = np.arange(items.shape[1])[None, :] < counts[:, None]
-        indptr = np.zeros(counts.size + 1, np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        return indptr, items[valid], phi[valid]
-
-    def _head_key(self, phi, scorer=None) -> np.ndarray:
-        """The scorer's value of the head features ``phi``: ``scorer`` (``theta`` or
-        :class:`~recsys_ltr.ltr.trees.Trees`), default the fitted one (the trees when there are)."""
-        scorer = (self.trees_ if self.trees_ is not None else self.coef_) if scorer is None else scorer
-        if isinstance(scorer, Trees):
-            return predict_trees(scorer, phi)
-        return linear_key(phi, self.feature_mean_, scorer / self.feature_scale_)
 
     def _item_similarity_rows(self, items):
         return self.bases_[0]._item_similarity_rows(items)  # the first base's item similarities

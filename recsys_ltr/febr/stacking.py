@@ -42,6 +42,7 @@ from .._validation import INDEX_DTYPE
 __all__ = [
     "BaseFeatures",
     "Pool",
+    "Stack",
     "base_scores",
     "build_pool",
     "candidate_moments",
@@ -99,6 +100,35 @@ class Pool(NamedTuple):
         scale = np.sqrt(squares / max(len(self.phi), 1))
         scale[scale <= 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0
         return mean, scale
+
+
+class Stack(NamedTuple):
+    """Fitted bases and what their features need: the context statistics, the head size
+    ``candidates`` (each base's ``M`` best) and the items that are no one's candidate (``never``)."""
+
+    bases: list
+    context: BaseFeatures
+    candidates: int
+    never: np.ndarray
+
+    def scores(self, rows, ids, recalculate=False, dtype=np.float64) -> np.ndarray:
+        """The bases' scores of a block of users (:func:`stacked_scores`)."""
+        return stacked_scores(self.bases, rows, ids, recalculate, dtype)
+
+    def excluded(self, rows) -> sp.csr_matrix:
+        """The non-candidates of each of ``rows``: its items and ``never``."""
+        return with_items(rows, self.never)
+
+    def head(self, S, rows, excluded=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The heads of a block of users (scores ``S``, training ``rows``, their non-candidates
+        ``excluded`` when the caller has them): ``(indptr, items, phi)``, row ``r``'s head items and
+        their features at ``indptr[r]:indptr[r + 1]``; ties by the context's popularity order."""
+        excluded = self.excluded(rows) if excluded is None else excluded
+        items, phi, _, counts = heads(S, rows, None, self.context, self.context.pop, self.candidates, excluded)
+        valid = np.arange(items.shape[1])[None, :] < counts[:, None]
+        indptr = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return indptr, items[valid], phi[valid]
 
 
 def n_features(n_bases: int) -> int:

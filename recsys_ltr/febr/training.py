@@ -11,9 +11,11 @@ i) - mean) / scale``, trained for ADG through the shared engine :class:`recsys_l
 one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spent, then a step on
 ``C(floor(N_u / n_s)) (f(u, v) - f(u, i+) + 1) + regularization ||theta||^2`` (``n_s`` draws spent).
 
-:class:`OptADGRecommender` holds what both models share: the training loop (``_sgd``: chunks of ``eval_every`` samples, early stopping on the validation metric, ``history_``), the
-validation carved out of ``X`` when none is given, the label holdout (a training label must not be
-among the data its features were computed from) and the refit on all of ``X``.  A subclass makes
+:class:`OptADG` is the loop (chunks of ``eval_every`` samples, early stopping on the validation
+metric, a callback per checkpoint); :class:`OptADGRecommender` what both estimators share: their
+parameters (:data:`OPTADG_PARAMETERS`, declared once), the validation carved out of ``X`` when none
+is given and the refit on all of ``X``.  The label holdout (a training label must not be among the
+data its features were computed from) is :func:`recsys_ltr.split.label_parts`.  A subclass makes
 the features and the scorer (``_train``), and the prediction-time state (``_refit``).
 
 Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts ``(u, i+)`` samples
@@ -22,7 +24,9 @@ Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts 
 
 from __future__ import annotations
 
+import inspect
 import logging
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,9 +34,16 @@ from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
 from ..metrics import metric_name
 from ..models.base import Recommender
-from ..split import eligible_positives, holdout_trusted, kfold_trusted, top_items_trusted
+from ..split import holdout_trusted, top_items_trusted
 
-__all__ = ["MIN_VALIDATION_USERS", "STAT_USERS", "VALIDATION_SCORES", "OptADGRecommender"]
+__all__ = [
+    "MIN_VALIDATION_USERS",
+    "OPTADG_PARAMETERS",
+    "STAT_USERS",
+    "VALIDATION_SCORES",
+    "OptADG",
+    "OptADGRecommender",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -49,6 +60,48 @@ MIN_VALIDATION_USERS = 1000
 #: The scores of one base over the validation sample that ``validation_users="auto"`` may add users
 #: up to (:data:`MIN_VALIDATION_USERS`).
 VALIDATION_SCORES = 2**21
+
+
+#: OPT-ADG's parameters, declared once for both FEBR estimators: the keyword-only parameters after a
+#: class's own (``_parameters``), with their defaults (``init``: the class's first ``_INITS``; a class's
+#: ``_shared_defaults`` replace others), in the order of the signature.
+OPTADG_PARAMETERS = {
+    "holdout": 0.2,
+    "label_exclude_top": None,
+    "validation_fraction": 0.1,
+    "refit": True,
+    "regularization": 1e-4,
+    "learning_rate": 0.01,
+    "max_iter": 1_000_000,
+    "gamma": 50,
+    "beta": None,
+    "eval_every": 50_000,
+    "early_stopping": 5,
+    "validation_users": "auto",
+    "validation_metric": "ADG",
+    "init": None,
+    "random_state": 0,
+    "num_threads": 0,
+    "show_progress": None,
+}
+
+
+def _constructor(own: dict, shared: dict):
+    """An ``__init__`` that only stores its parameters, ``own`` (positional or keyword) then ``shared``
+    (keyword-only), its signature the one scikit-learn's ``get_params`` and the docs read."""
+    kinds = [(name, default, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name, default in own.items()]
+    kinds += [(name, default, inspect.Parameter.KEYWORD_ONLY) for name, default in shared.items()]
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature = inspect.Signature([self] + [inspect.Parameter(n, kind, default=d) for n, d, kind in kinds])
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
+
+    __init__.__signature__ = signature
+    return __init__
 
 
 def check_user_limit(value, name) -> None:
@@ -126,6 +179,15 @@ class OptADGRecommender(Recommender):
     """
 
     _INITS: tuple[str, ...] = ()
+    #: the class's own parameters and their defaults, before :data:`OPTADG_PARAMETERS`
+    _parameters: dict = {}
+    #: defaults of :data:`OPTADG_PARAMETERS` that differ in this class
+    _shared_defaults: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        shared = {**OPTADG_PARAMETERS, "init": cls._INITS[0] if cls._INITS else None, **cls._shared_defaults}
+        cls.__init__ = _constructor(cls._parameters, shared)
 
     # ------------------------------------------------------------------ configuration
     def _check_params(self):
@@ -221,26 +283,6 @@ class OptADGRecommender(Recommender):
     def _refit(self, X, bar):
         raise NotImplementedError
 
-    def _label_parts(self, X, rng):
-        """``[(F, L), ...]``: feature parts and their labels (drawn outside the ``label_exclude_top``
-        most popular items when given): one holdout for a fraction, ``K`` out-of-fold parts for an
-        int ``K``, ``[(X, X)]`` for ``0``."""
-        if self.holdout == 0:
-            return [(X, X)]
-        eligible = eligible_positives(X, self.label_exclude_top)
-        if isinstance(self.holdout, (int, np.integer)):
-            parts = list(kfold_trusted(X, int(self.holdout), rng, eligible))
-        else:
-            parts = [holdout_trusted(X, float(self.holdout), 0.0, rng, eligible)[:2]]
-        if parts[0][1].nnz == 0:
-            outside = f" outside the label_exclude_top={self.label_exclude_top} most popular items" * bool(
-                self.label_exclude_top
-            )
-            raise ValueError(
-                f"holdout={self.holdout} leaves no label positive: users have too few interactions{outside}"
-            )
-        return parts
-
     # ------------------------------------------------------------------ the linear scorer
     def _set_linear(self, mean, scale) -> np.ndarray:
         """``linear_ = [theta = 0, mean, scale]``; returns ``theta``, a view that SGD updates in place."""
@@ -272,20 +314,52 @@ class OptADGRecommender(Recommender):
         if self.linear_.shape != (3, d) or np.any(self.linear_[2] <= 0):
             raise ValueError(f"linear_ must hold theta, mean and a positive scale of {d} features")
 
+    def _run_optadg(self, sampler, state, fns, theta, monitor, total, validate, bar):
+        """``theta`` trained in place by :class:`OptADG` at this model's parameters, every checkpoint
+        into ``history_`` and the progress bar; sets ``best_iteration_``."""
+        key = self._val_key
+
+        def checkpoint(record):
+            self.history_.append(record)
+            bar.update(record["iteration"] - bar.n)
+            if key in record:
+                bar.set_postfix({key: f"{record[key]:.4f}"})
+
+        loop = OptADG(self.max_iter, self.eval_every, self.learning_rate, self.regularization, self.early_stopping)
+        theta[:], self.best_iteration_ = loop.run(sampler, state, fns, theta, monitor, validate, total, checkpoint, key)
+
     def _limit(self) -> dict:
         """The engine's rank truncation: ``gamma`` or ``beta``."""
         return {"gamma": self.gamma} if self.beta is None else {"beta": self.beta}
 
-    def _sgd(self, sampler, state, fns, theta, monitor, validate, bar, total=None):
-        """OPT-ADG: SGD through the engine in chunks of ``eval_every`` samples, keeping the model of
-        the best validation value (``validate(theta)``; the last one without validation).  With
-        ``total`` (the sum of the iterates, updated by the update function) the model is the
-        average of the iterates so far (Polyak-Ruppert averaging: the constant-step iterates
-        wander, their average converges), else the current iterate."""
+
+class OptADG(NamedTuple):
+    """OPT-ADG's loop (Alg. 4.2): SGD through the engine in chunks of ``eval_every`` samples, at most
+    ``max_iter``, keeping the model of the best validation value and stopping after ``early_stopping``
+    evaluations without a better one (``None``: never)."""
+
+    max_iter: int
+    eval_every: int
+    learning_rate: float
+    regularization: float
+    early_stopping: int | None
+
+    def run(self, sampler, state, fns, theta, monitor, validate=None, total=None, callback=None, val_key="val"):
+        """``(theta, best_iteration)``: the model kept and the samples drawn when it was reached.
+
+        ``sampler.sgd(state, *fns[:2], ...)`` updates ``theta`` (a view into ``state``) in place and
+        adds each step's weighted hinge to ``monitor[0]``; ``validate(theta)`` is the validation value
+        (``None``: the last model is kept).  With ``total`` (the sum of the iterates, updated by the
+        update function) the model is the average of the iterates so far (Polyak-Ruppert averaging:
+        the constant-step iterates wander, their average converges), else the current iterate.
+        ``callback(record)`` gets every checkpoint's record (``iteration``, ``loss``: mean weighted
+        hinge per sample plus ``regularization ||theta||^2``, ``violators``, ``draws`` and, with
+        validation, ``val_key``; with validation, record 0 holds the start), as implicit's
+        ``fit(callback=...)``."""
         start = theta.copy()
         best = (validate(start), start, 0) if validate is not None else None
-        if best is not None:
-            self.history_.append({"iteration": 0, self._val_key: best[0]})
+        if best is not None and callback is not None:
+            callback({"iteration": 0, val_key: best[0]})
         stale = done = updates = 0
         current = start
         while done < self.max_iter:
@@ -302,13 +376,11 @@ class OptADGRecommender(Recommender):
                 "violators": stats.violators,
                 "draws": stats.draws,
             }
-            bar.update(n)
             if best is not None:
-                record[self._val_key] = value = validate(current)
+                record[val_key] = value = validate(current)
                 best, stale = ((value, current, done), 0) if value > best[0] else (best, stale + 1)
-                bar.set_postfix({self._val_key: f"{value:.4f}"})
-            self.history_.append(record)
+            if callback is not None:
+                callback(record)
             if self.early_stopping is not None and stale >= self.early_stopping:
                 break
-        self.best_iteration_ = done if best is None else best[2]
-        return current if best is None else best[1]
+        return (current, done) if best is None else (best[1], best[2])
