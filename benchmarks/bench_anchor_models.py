@@ -23,9 +23,9 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
     os.environ.setdefault(_var, "2")
 
 import argparse
-import time
 
 import numpy as np
+from _timing import timed
 from threadpoolctl import threadpool_limits
 
 from recsys_ltr import datasets, split
@@ -33,15 +33,6 @@ from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ALS, BPR, EASE, LightFMWARP, Popularity
 
 THREADS = 2
-
-
-def median_time(fn, runs):
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def numpy_ease(X, lam):
@@ -94,8 +85,8 @@ def speed(runs):
         ours(), peer()  # warm-up (numba compilation, caches)
         t_ours, t_peer = [], []
         for _ in range(runs):
-            t_ours.append(median_time(ours, 1))
-            t_peer.append(median_time(peer, 1))
+            t_ours.append(timed(ours)[0])
+            t_peer.append(timed(peer)[0])
         a, b = np.median(t_ours), np.median(t_peer)
         print(f"{name:28s} {a:8.2f} {b:8.2f} {a / b:9.2f}")
     users = np.arange(1000)
@@ -105,9 +96,9 @@ def speed(runs):
         ref = AlternatingLeastSquares(factors=64, alpha=alpha, num_threads=THREADS)
         ref.item_factors = als.item_factors_.astype(np.float32)
         als._fold_in(rows)  # compile
-        a = median_time(lambda: als._fold_in(rows), runs)
+        a = timed(lambda: als._fold_in(rows), runs)[0]
         with threadpool_limits(1, user_api="blas"):
-            b = median_time(lambda: ref.recalculate_user(users, rows.astype(np.float32)), runs)
+            b = timed(lambda: ref.recalculate_user(users, rows.astype(np.float32)), runs)[0]
         print(f"{f'ALS fold-in 1000 users a={alpha:g}':28s} {a:8.3f} {b:8.3f} {a / b:9.2f}")
 
 

@@ -29,9 +29,9 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
     os.environ.setdefault(_var, "2")
 
 import argparse
-import time
 
 import numpy as np
+from _timing import timed
 
 from recsys_ltr._memory import TASK_BYTES, rows_per_block
 from recsys_ltr.datasets import load_presplit
@@ -92,15 +92,6 @@ def implicit_model(model):
     return mf
 
 
-def timed(fn, runs):
-    times, result = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), result
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -121,21 +112,21 @@ def main():
     )
 
     evaluate(model, train, test, users=users[:50], num_threads=THREADS)  # compile / load the kernels
-    t_ours, res = timed(lambda: evaluate(model, train, test, k=K, num_threads=THREADS), args.runs)
-    t_ref, ref = timed(lambda: argsort_reference(model, train, test, ref_users, batch_size), args.runs)
+    t_ours, _, res = timed(lambda: evaluate(model, train, test, k=K, num_threads=THREADS), args.runs)
+    t_ref, _, ref = timed(lambda: argsort_reference(model, train, test, ref_users, batch_size), args.runs)
     ours_sub = evaluate(model, train, test, k=K, users=ref_users, num_threads=THREADS)
     worst = max(np.max(np.abs(ours_sub.per_user[name] - ref[name])) for name in ref)
     if worst > 1e-9:
         raise SystemExit(f"recsys_ltr and the argsort reference disagree by {worst:g}")
     blocks = range(0, users.size, batch_size)
-    t_scores, _ = timed(lambda: [model.score(users[s : s + batch_size]).shape for s in blocks], 1)
+    t_scores, _, _ = timed(lambda: [model.score(users[s : s + batch_size]).shape for s in blocks], 1)
 
     import implicit.evaluation
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1, "blas"):  # implicit's advice: its own threads, single-threaded BLAS
         mf = implicit_model(model)
-        t_imp, imp = timed(
+        t_imp, _, imp = timed(
             lambda: implicit.evaluation.ranking_metrics_at_k(
                 mf, train, test, K=K, show_progress=False, num_threads=THREADS
             ),

@@ -35,6 +35,7 @@ import time
 import warnings
 
 import numpy as np
+from _timing import timed
 
 from recsys_ltr import datasets, split
 from recsys_ltr.metrics import evaluate
@@ -47,13 +48,6 @@ GRID = (10, 20, 50, 100, 200, 500)
 SLIM_GRID = (20, 50, 100)
 QUALITY_SETS = ("movielens-100k", "movielens-1m-implicit", "lastfm-2k")
 TEST_METRICS = ("ADG", "REC@10", "MAP", "NDCG")
-
-
-def timed(fn):
-    """(result, wall seconds, process CPU seconds) of ``fn()``."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def feedback(name):
@@ -106,7 +100,7 @@ def bench_knn(runs):
         results = {}
         for _ in range(runs):
             for method, fn in peers.items():
-                results[method], wall, cpu = timed(fn)
+                wall, cpu, results[method] = timed(fn)
                 times[method].append((wall, cpu))
         med = {m: np.median(np.array(t), axis=0) for m, t in times.items()}
         for method in peers:
@@ -125,7 +119,7 @@ def bench_slim(runs):
     for label, k in (("fsSLIM k=100", 100), ("SLIM (full)", None)):
         walls = []
         for _ in range(runs):
-            model, wall, _ = timed(lambda: SLIM(k=k, num_threads=THREADS).fit(train))
+            wall, _, model = timed(lambda: SLIM(k=k, num_threads=THREADS).fit(train))
             walls.append(wall)
         print(f"{label:<14} {np.median(walls):7.2f} s   nnz(W) = {model.W_.nnz:,}")
 
@@ -133,11 +127,11 @@ def bench_slim(runs):
 def bench_eval(runs):
     print(f"\n== 3. evaluation of item-p (k={K}) on gowalla test split, {THREADS} threads, median of {runs} runs")
     train, val, test = split.holdout(feedback("gowalla"), val=0.1, test=0.2, random_state=0)
-    model, fit_wall, _ = timed(lambda: ItemKNN(k=K, num_threads=THREADS).fit(train))
+    fit_wall, _, model = timed(lambda: ItemKNN(k=K, num_threads=THREADS).fit(train))
     evaluate(model, train, test, exclude=val, users=np.arange(100), num_threads=THREADS)  # compile
     walls = []
     for _ in range(runs):
-        res, wall, _ = timed(lambda: evaluate(model, train, test, exclude=val, num_threads=THREADS))
+        wall, _, res = timed(lambda: evaluate(model, train, test, exclude=val, num_threads=THREADS))
         walls.append(wall)
     n = len(res.users)
     print(
@@ -155,7 +149,7 @@ def bench_rp3beta(runs):
         times = {label: [] for label in fits}
         for _ in range(runs + 1):  # the first round compiles / loads the numba cache
             for label, make in fits.items():
-                times[label].append(timed(lambda make=make: make().fit(X))[1:])
+                times[label].append(timed(lambda make=make: make().fit(X))[:2])
         med = {label: np.median(np.array(t[1:]), axis=0) for label, t in times.items()}
         for label in fits:
             wall, cpu = med[label]

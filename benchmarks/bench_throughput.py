@@ -34,10 +34,10 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
 
 import argparse
 import multiprocessing
-import time
 from pathlib import Path
 
 import numpy as np
+from _timing import timed
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("knn", "als", "serve", "serial")
@@ -46,18 +46,6 @@ SECTIONS = ("knn", "als", "serve", "serial")
 def _spin():
     while True:
         pass
-
-
-def timed(fn, runs):
-    """Median (wall, CPU) seconds of ``runs`` calls of ``fn`` after a warm-up call, and its result."""
-    out = fn()
-    walls, cpus = [], []
-    for _ in range(runs):
-        wall, cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return float(np.median(walls)), float(np.median(cpus)), out
 
 
 def row(what, ours, peer, peer_name):
@@ -93,22 +81,22 @@ def bench_knn(runs):
     peer.fit(X, show_progress=False)
     row(
         "recommend(all users, N=10)",
-        timed(lambda: ours.recommend(users, X, N=10), runs),
-        timed(lambda: peer.recommend(users, X, N=10), runs),
+        timed(lambda: ours.recommend(users, X, N=10), runs, warmup=True),
+        timed(lambda: peer.recommend(users, X, N=10), runs, warmup=True),
         "implicit CosineRecommender",
     )
     row(
         "similar_items(all items, N=10)",
-        timed(lambda: ours.similar_items(items, N=10), runs),
-        timed(lambda: peer.similar_items(items, N=10), runs),
+        timed(lambda: ours.similar_items(items, N=10), runs, warmup=True),
+        timed(lambda: peer.similar_items(items, N=10), runs, warmup=True),
         "implicit CosineRecommender",
     )
     ours_t, peer_t = ItemKNN(k=100).fit(train), CosineRecommender(K=100)
     peer_t.fit(train, show_progress=False)
     row(
         "evaluate (ours: every item ranked, 8 metrics)",
-        timed(lambda: evaluate(ours_t, train, test, k=10), runs),
-        timed(lambda: ranking_metrics_at_k(peer_t, train, test, K=10, show_progress=False), runs),
+        timed(lambda: evaluate(ours_t, train, test, k=10), runs, warmup=True),
+        timed(lambda: ranking_metrics_at_k(peer_t, train, test, K=10, show_progress=False), runs, warmup=True),
         "implicit ranking_metrics_at_k (K=10)",
     )
 
@@ -126,8 +114,8 @@ def bench_als(runs):
     peer.item_factors = ours.item_factors_.astype(np.float32)
     row(
         "ALS recommend(all users, N=10)",
-        timed(lambda: ours.recommend(users, X, N=10), runs),
-        timed(lambda: peer.recommend(users, X, N=10), runs),
+        timed(lambda: ours.recommend(users, X, N=10), runs, warmup=True),
+        timed(lambda: peer.recommend(users, X, N=10), runs, warmup=True),
         "implicit ALS batch recommend",
     )
 
@@ -140,7 +128,7 @@ def bench_serve(runs):
     train = split.holdout(X, val=0.1, test=0.2, random_state=0)[0]
     users = np.arange(X.shape[0])
     for name, model in (("EASE", EASE(regularization=500).fit(train)),):
-        wall, cpu, _ = timed(lambda m=model: m.recommend(users, train, N=10), runs)
+        wall, cpu, _ = timed(lambda m=model: m.recommend(users, train, N=10), runs, warmup=True)
         print(
             f"| {name} recommend, movielens-1m-implicit | {wall:.2f} ({cpu:.2f}) | {len(users) / wall:,.0f} users/s | | |"
         )
@@ -175,7 +163,7 @@ def bench_serial(runs):
                 times = {}
                 for version, limit in (("serial", np.inf), ("parallel", 0.0)):
                     _parallel.SERIAL_SECONDS = limit
-                    times[version] = timed(fn, runs)[0]
+                    times[version] = timed(fn, runs, warmup=True)[0]
                 _parallel.SERIAL_SECONDS = default
                 picked = "serial" if kernel.runs_serially(work) else "parallel"
                 print(

@@ -12,35 +12,33 @@ the other FEBR variant).  Run after the CLI commands of ``eval/results/README.md
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import wilcoxon
 
+from recsys_ltr.eval.runner import FoldResult, UnitCache
+
 FEBR = ("FEBR-stack", "FEBR-rerank")
 METRICS = ("ADG", "MAP")
 
 
-def load_units(cache: Path, protocol: str) -> dict[str, dict[int, dict]]:
-    """``{method: {fold: result}}`` of the finished units of one protocol (a novelty unit's second
-    row, "ALS (top-100 last)", is a method of its own)."""
-    units: dict[str, dict[int, dict]] = {}
-    for path in cache.glob(f"*-{protocol}-*.json"):
-        if not path.name.endswith(".trials.json"):
-            result = json.loads(path.read_text())["result"]
-            for row in (result, result.get("filtered")):
-                if row is not None:
-                    units.setdefault(row["method"], {})[row["fold"]] = row
+def load_units(cache: Path, protocol: str) -> dict[str, dict[int, FoldResult]]:
+    """``{method: {fold: result}}`` of the finished units of one protocol, read by the cache's own
+    reader (a novelty unit's second row, "ALS (top-100 last)", is a method of its own)."""
+    units: dict[str, dict[int, FoldResult]] = {}
+    for result in UnitCache.finished(cache, protocol):
+        for row in result.rows():
+            units.setdefault(row.method, {})[row.fold] = row
     return units
 
 
 def compare(units, metric):
     """(best other, its mean, best FEBR, its mean, Wilcoxon p) for ``metric``."""
-    mean = {m: np.mean([r["test"][metric] for r in folds.values()]) for m, folds in units.items()}
+    mean = {m: np.mean([r.test[metric] for r in folds.values()]) for m, folds in units.items()}
     other = max((m for m in units if m not in FEBR), key=mean.get)
     febr = max((m for m in FEBR if m in units), key=mean.get)
-    per_user = [np.concatenate([units[m][f]["per_user"][metric] for f in sorted(units[m])]) for m in (febr, other)]
+    per_user = [np.concatenate([units[m][f].per_user[metric] for f in sorted(units[m])]) for m in (febr, other)]
     if np.array_equal(*per_user):  # FEBR fell back to the other method on every fold
         return other, mean[other], febr, mean[febr], None
     return other, mean[other], febr, mean[febr], wilcoxon(*per_user).pvalue

@@ -13,6 +13,7 @@ test of BSPM against GF-CF over the test users::
 
 from __future__ import annotations
 
+import argparse
 import resource
 import time
 
@@ -27,6 +28,7 @@ PUBLISHED = {"GFCF": (0.1849, 0.1518), "BSPM": (0.1920, 0.1597)}
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     _, parts = load_presplit("gowalla")
     train = (parts["train"] + parts["valid"]).tocsr()
     per_user = {}

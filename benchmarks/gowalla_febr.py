@@ -22,8 +22,6 @@ import resource
 import threading
 import time
 
-import psutil
-
 from recsys_ltr.datasets import load_presplit
 from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
@@ -31,21 +29,27 @@ from recsys_ltr.metrics import evaluate
 GB = 2**30
 
 
+def _rss() -> int:
+    """Resident bytes of this process now (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
 class _StageMemory(logging.Handler):
     """Prints every FEBR stage with the resident memory now and the peak since the last stage."""
 
     def __init__(self):
         super().__init__()
-        self.process, self.peak = psutil.Process(), 0
+        self.peak = 0
         threading.Thread(target=self._sample, daemon=True).start()
 
     def _sample(self):
         while True:
-            self.peak = max(self.peak, self.process.memory_info().rss)
+            self.peak = max(self.peak, _rss())
             time.sleep(0.05)
 
     def emit(self, record):
-        rss = self.process.memory_info().rss
+        rss = _rss()
         print(
             f"{time.strftime('%H:%M:%S')} rss {rss / GB:.2f} GB, peak since last {self.peak / GB:.2f} GB | {record.getMessage()}"
         )

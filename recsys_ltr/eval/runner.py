@@ -508,6 +508,26 @@ class UnitCache:
             print(f"ignoring cache file {path}: {exc}; recomputing", file=sys.stderr)
             return None
 
+    @staticmethod
+    def finished(directory, protocol) -> list[FoldResult]:
+        """Every finished unit of ``protocol`` under ``directory``, whatever the rest of its key, each
+        checked against its digest (a file failing it is reported and left out): what reports on
+        earlier runs read."""
+        results = []
+        for path in sorted(Path(directory).glob("*.json")):
+            if path.name.endswith(".trials.json"):
+                continue
+            try:
+                payload = json.loads(path.read_text())
+                if payload["key"].get("protocol") != protocol:
+                    continue
+                if payload.get("sha256") != _digest(payload["key"], payload["result"]):
+                    raise ValueError("its content does not match its sha256 digest (edited or damaged)")
+                results.append(FoldResult.from_json(payload["result"]))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                print(f"ignoring cache file {path}: {exc}", file=sys.stderr)
+        return results
+
     def store(self, result: FoldResult) -> Path:
         """Write the finished unit (with the digest of its content) and drop its :class:`TrialLog`."""
         path = self.path(result.method, result.fold)
