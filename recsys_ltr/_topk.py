@@ -37,6 +37,7 @@ __all__ = [
     "select_best_positive",
     "sort_ascending",
     "sort_best_first",
+    "sparse_dense_product",
     "top_k_dense",
     "top_k_factor_product",
     "top_k_sparse",
@@ -396,7 +397,7 @@ def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, o
 @njit(cache=True, inline="always")
 def scatter_row(r, r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, acc, seen, touched):
     """Add row ``r`` of ``R @ B`` (CSR ``R``, ``B``) into the zeroed accumulator ``acc``, in the order
-    of :func:`recsys_ltr.models.base.sparse_dense_product` (bitwise equal sums); the columns first
+    of :func:`sparse_dense_product` (bitwise equal sums); the columns first
     touched are appended to ``touched`` (flagged in ``seen``).  Returns their number."""
     n_touched = 0
     for p in range(r_indptr[r], r_indptr[r + 1]):
@@ -442,7 +443,7 @@ def top_k_sparse_product(
     into an accumulator and only its touched columns are ranked; the columns scoring 0 follow in
     the order ``fill`` (every column by ``secondary`` descending, then smaller id; empty: columns
     scoring 0 are left out, as ``drop_zero`` would).  Scores are
-    summed in the order of :func:`recsys_ltr.models.base.sparse_dense_product`: bitwise equal.
+    summed in the order of :func:`sparse_dense_product`: bitwise equal.
     Rows are dealt to ``n_chunks`` strided chunks (several per thread: a thread slowed by another
     process on its core holds up less of the loop)."""
     n_rows = r_indptr.shape[0] - 1
@@ -524,3 +525,20 @@ def rank_dense_rows(
             )
             bar.update(chunk.size)
     return out_ids, out_scores
+
+
+@njit(parallel=True, cache=True)
+def _spmm_dense(r_indptr, r_indices, r_data, b_indptr, b_indices, b_data, out):
+    for r in prange(r_indptr.shape[0] - 1):
+        for p in range(r_indptr[r], r_indptr[r + 1]):
+            j = r_indices[p]
+            x = r_data[p]
+            for q in range(b_indptr[j], b_indptr[j + 1]):
+                out[r, b_indices[q]] += x * b_data[q]
+
+
+def sparse_dense_product(R, B) -> np.ndarray:
+    """Dense ``R @ B`` for canonical CSR ``R`` (a block of users) and CSR ``B``, parallel over rows."""
+    out = np.zeros((R.shape[0], B.shape[1]))
+    _spmm_dense(R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, out)
+    return out

@@ -33,6 +33,7 @@ __all__ = [
     "check_feedback",
     "check_ids",
     "check_item_selection",
+    "check_new_ids",
     "check_positive_int",
     "check_positive_values",
     "check_random_state",
@@ -502,3 +503,11 @@ def check_random_state(seed, name: str = "random_state") -> np.random.Generator:
     if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"{name} must be None, an int or a numpy Generator, got {seed!r}")
     return np.random.default_rng(check_seed(seed, name))
+
+
+def check_new_ids(ids, name, bound) -> np.ndarray:
+    """Ids that may be new (``>= n``, the ``bound`` named): any integer ``>= 0``."""
+    arr = np.asarray(ids)
+    if arr.size and np.issubdtype(arr.dtype, np.number) and np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0 (ids >= {bound} are new): {arr[arr < 0][:5].tolist()}")
+    return check_ids(arr, np.iinfo(np.int64).max, name)

@@ -1909,7 +1909,7 @@ def _mutate_members(mutation, members, header, state, dense, csr, arrays, pos, v
         "params_seed_huge": lambda: params.__setitem__("random_state", 2**80),
         "params_unknown": lambda: params.__setitem__("bogus", 1),
         "params_huge": lambda: _edit_param(params, pos, lambda v: 2**70 if isinstance(v, int) else 1e308),
-        "version": lambda: header.__setitem__("version", [1, 4, "3", None][val % 4]),
+        "version": lambda: header.__setitem__("version", [1, 3, 5, "4", None][val % 5]),
     }
     if mutation in edits:
         edits[mutation]()
@@ -1976,7 +1976,7 @@ def _swappable(members, pos):
 
 
 def _array_digest(array) -> str:
-    """sha256 of an array's dtype, shape and C-order bytes (the digest of a version-3 file, computed here)."""
+    """sha256 of an array's dtype, shape and C-order bytes (the digest of a version-4 file, computed here)."""
     import hashlib
 
     h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())

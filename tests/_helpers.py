@@ -1,6 +1,8 @@
-"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed), and a
-model-file editor shared by the save/load tests."""
+"""Brute-force references shared by the neighbourhood tests (written for clarity, not speed), a
+model-file editor shared by the save/load tests, and a small maker of every exported recommender
+shared by the suites that run each model (:func:`small_models`)."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -8,7 +10,27 @@ import signal
 import numpy as np
 import scipy.sparse as sp
 
+import recsys_ltr.febr
+import recsys_ltr.models
 from recsys_ltr._io import _digest, _header_digest
+from recsys_ltr.febr import FEBR, AffinityFEBR
+from recsys_ltr.models import (
+    ALS,
+    BPR,
+    BSPM,
+    EASE,
+    GFCF,
+    KUNN,
+    SLIM,
+    ContentItemKNN,
+    ItemKNN,
+    LightFMWARP,
+    Popularity,
+    Recommender,
+    RP3beta,
+    UserKNN,
+)
+from recsys_ltr.neighbors import ContentAffinity
 
 
 def random_feedback(rng, n_users, n_items, density=0.25, duplicate=True):
@@ -178,3 +200,59 @@ def resave(dst, **arrays):
         arrays = {**arrays, "header": np.array(json.dumps(header))}
     np.savez(dst, **arrays)
     return dst
+
+
+def exported_recommenders() -> set[str]:
+    """Class names of every recommender the package exports (:mod:`recsys_ltr.models`,
+    :mod:`recsys_ltr.febr`); LightFMWARP only when its optional extra is installed."""
+    names = {
+        name
+        for module in (recsys_ltr.models, recsys_ltr.febr)
+        for name in module.__all__
+        if isinstance(getattr(module, name), type)
+        and issubclass(getattr(module, name), Recommender)
+        and getattr(module, name) is not Recommender
+    }
+    return names if importlib.util.find_spec("lightfm") else names - {"LightFMWARP"}
+
+
+def small_models(n_items, variants=False) -> dict:
+    """``{name: make}``: a small, seeded, single-threaded maker of every exported recommender, named
+    by its class (a content model's item features over ``n_items`` items); with ``variants`` also
+    settings worth a test of their own (EASE's sparse solver, FEBR's fractional holdout).  A new
+    model is added here, and every suite that runs each model finds it."""
+    one = dict(num_threads=1)
+
+    def stacked(**params):
+        bases = [ItemKNN(k=2, **one), Popularity(**one)]
+        return FEBR(bases=bases, candidates=5, max_iter=200, eval_every=100, random_state=0, **one, **params)
+
+    def content():
+        features = np.random.default_rng(1).random((n_items, 4))
+        return ContentItemKNN(affinity=ContentAffinity(k=3).fit(features), k=3, **one)
+
+    models = {
+        "Popularity": lambda: Popularity(**one),
+        "ItemKNN": lambda: ItemKNN(k=3, **one),
+        "UserKNN": lambda: UserKNN(k=3, **one),
+        "KUNN": lambda: KUNN(k=3, **one),
+        "SLIM": lambda: SLIM(k=3, **one),
+        "RP3beta": lambda: RP3beta(k=3, **one),
+        "EASE": lambda: EASE(regularization=2.0, **one),
+        "GFCF": lambda: GFCF(factors=3, **one),
+        "BSPM": lambda: BSPM(factors=3, **one),
+        "ALS": lambda: ALS(factors=3, iterations=2, random_state=0, **one),
+        "BPR": lambda: BPR(factors=3, iterations=2, random_state=0, **one),
+        "ContentItemKNN": content,
+        "AffinityFEBR": lambda: AffinityFEBR(
+            affinity="cosine", holdout=0.0, validation_fraction=0.0, k=3, max_iter=60, eval_every=60, random_state=0,
+            **one,
+        ),
+        "FEBR": lambda: stacked(holdout=3),  # the fuzz campaign's case: few positives, a 3-fold label holdout
+    }  # fmt: skip
+    if importlib.util.find_spec("lightfm"):
+        models["LightFMWARP"] = lambda: LightFMWARP(no_components=3, epochs=2, random_state=0, **one)
+    if variants:
+        models["EASE-sparse"] = lambda: EASE(regularization=2.0, solver="sparse", k=3, **one)
+        models["FEBR-0.5"] = lambda: stacked(holdout=0.5)
+    return models

@@ -7,74 +7,23 @@ BLAS products (``U @ V.T``, GF-CF's and BSPM's low-pass filter), whose blocked k
 bit differently for different batch shapes.  Their recommendations then agree up to such near-ties.
 """
 
-import importlib.util
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import exported_recommenders, small_models
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import recsys_ltr.febr
-import recsys_ltr.models
-from recsys_ltr.febr import FEBR, AffinityFEBR
-from recsys_ltr.models import (
-    ALS,
-    BPR,
-    BSPM,
-    EASE,
-    GFCF,
-    KUNN,
-    SLIM,
-    ContentItemKNN,
-    ItemKNN,
-    LightFMWARP,
-    Popularity,
-    Recommender,
-    RP3beta,
-    UserKNN,
-)
-from recsys_ltr.neighbors import ContentAffinity
 
 N_USERS, N_ITEMS = 24, 18
 #: relative tolerance (to the row's largest absolute score) of the BLAS-scored models
 BLAS_RTOL = 1e-12
 BLAS = {"ALS", "BPR", "LightFMWARP", "GFCF", "BSPM"}
-ONE = dict(num_threads=1)
 
 
-def _stacked(**params):
-    bases = [ItemKNN(k=2, **ONE), Popularity(**ONE)]
-    return FEBR(bases=bases, candidates=5, max_iter=200, eval_every=100, random_state=0, **ONE, **params)
-
-
-#: every exported recommender, small and seeded (the coverage test below keeps this complete)
-CONFIGS = {
-    "Popularity": lambda: Popularity(**ONE),
-    "ItemKNN": lambda: ItemKNN(k=3, **ONE),
-    "UserKNN": lambda: UserKNN(k=3, **ONE),
-    "KUNN": lambda: KUNN(k=3, **ONE),
-    "SLIM": lambda: SLIM(k=3, **ONE),
-    "RP3beta": lambda: RP3beta(k=3, **ONE),
-    "EASE": lambda: EASE(regularization=2.0, **ONE),
-    "EASE-sparse": lambda: EASE(regularization=2.0, solver="sparse", k=3, **ONE),
-    "GFCF": lambda: GFCF(factors=3, **ONE),
-    "BSPM": lambda: BSPM(factors=3, **ONE),
-    "ALS": lambda: ALS(factors=3, iterations=2, random_state=0, **ONE),
-    "BPR": lambda: BPR(factors=3, iterations=2, random_state=0, **ONE),
-    "ContentItemKNN": lambda: ContentItemKNN(
-        affinity=ContentAffinity(k=3).fit(np.random.default_rng(1).random((N_ITEMS, 4))), k=3, **ONE
-    ),
-    "AffinityFEBR": lambda: AffinityFEBR(
-        affinity="cosine", holdout=0.0, validation_fraction=0.0, k=3, max_iter=60, eval_every=60, random_state=0, **ONE
-    ),
-    # the campaign's case: few positives, half the users empty, a 3-fold label holdout
-    "FEBR": lambda: _stacked(holdout=3),
-    "FEBR-0.5": lambda: _stacked(holdout=0.5),
-    **({"LightFMWARP": lambda: LightFMWARP(no_components=3, epochs=2, random_state=0, **ONE)}
-       if importlib.util.find_spec("lightfm") else {}),
-}  # fmt: skip
+#: every exported recommender, small and seeded, and variants (the coverage test of _helpers keeps it complete)
+CONFIGS = small_models(N_ITEMS, variants=True)
 
 
 def _matrix() -> sp.csr_matrix:
@@ -100,17 +49,8 @@ def _fitted(name):
 
 
 def test_every_exported_recommender_is_covered():
-    exported = {
-        name
-        for module in (recsys_ltr.models, recsys_ltr.febr)
-        for name in module.__all__
-        if isinstance(getattr(module, name), type)
-        and issubclass(getattr(module, name), Recommender)
-        and getattr(module, name) is not Recommender
-    }
     covered = {type(make()).__name__ for make in CONFIGS.values()}
-    optional = {"LightFMWARP"} - covered if importlib.util.find_spec("lightfm") is None else set()
-    assert exported - optional <= covered, exported - covered
+    assert exported_recommenders() <= covered, exported_recommenders() - covered
 
 
 def _assert_row(name, single, batch_row):

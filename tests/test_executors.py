@@ -264,7 +264,7 @@ def test_stacking_units_run_on_the_executor_after_their_bases(data, monkeypatch)
     seen = []
 
     def stacked(bases, **params):
-        seen.append([b.get_params()["k"] for b in bases])
+        seen.append([b.get_params()["k"] for _, b in bases])
         return Popularity()
 
     monkeypatch.setitem(METHODS, "stack-pop", Method("stack-pop", stacked, stack_on=("item-p",)))

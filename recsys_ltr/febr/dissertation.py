@@ -20,7 +20,7 @@ from numba import njit
 from .._progress import report_stage
 from .._threads import numba_threads
 from ..metrics import evaluate_trusted
-from ..neighbors.affinity import Affinity, kunn_weights
+from ..neighbors.affinity import Affinity, HoldsAffinities, kunn_weights
 from ..neighbors.knn import check_k, knn_index_trusted, knn_query_trusted
 from ..split import label_parts, sample_users_trusted
 from ..warp import WarpSampler
@@ -95,7 +95,7 @@ def _febr_update(state, u, pos, neg, weight, lr):
         theta[f] -= lr * (weight * (q[f] - p[f]) * inv[f] + 2.0 * lam * theta[f])
 
 
-class AffinityFEBR(OptADGRecommender):
+class AffinityFEBR(HoldsAffinities, OptADGRecommender):
     """The dissertation's FEBR: OPT-ADG (Algorithm 4.2) on an affinity's active-item / active-user
     aggregates (module docstring).
 

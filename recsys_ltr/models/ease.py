@@ -10,10 +10,11 @@ from numba import njit, prange
 from .. import _memory
 from .._progress import progress
 from .._threads import limit_threads
+from .._topk import sparse_dense_product
 from .._validation import check_positive_int, check_real
 from ._fsai import elimination_order, fsai_factor
 from ._spd_inverse import inverse_flops, spd_inverse_inplace
-from .base import Recommender, sparse_dense_product
+from .base import Recommender
 
 __all__ = ["EASE"]
 

@@ -35,9 +35,10 @@ from numba import njit, prange
 from sklearn.utils.extmath import randomized_svd
 
 from .._threads import limit_threads, numba_threads
+from .._topk import sparse_dense_product
 from .._validation import check_positive_int, check_random_state, check_real
 from ..neighbors.knn import inverse_sqrt
-from .base import Recommender, sparse_dense_product
+from .base import Recommender
 
 __all__ = ["BSPM", "GFCF"]
 

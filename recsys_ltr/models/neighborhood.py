@@ -19,10 +19,17 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
+from .._topk import sparse_dense_product
 from .._validation import check_positive_int
-from ..neighbors.affinity import cosine_affinity_trusted, kunn_affinity_trusted, kunn_counts, kunn_weights
-from ..neighbors.knn import check_k, knn_index_trusted, knn_query_trusted
-from .base import Recommender, cosine_rows, sparse_dense_product
+from ..neighbors.affinity import (
+    HoldsAffinities,
+    cosine_affinity_trusted,
+    kunn_affinity_trusted,
+    kunn_counts,
+    kunn_weights,
+)
+from ..neighbors.knn import check_k, cosine_rows, knn_index_trusted, knn_query_trusted
+from .base import Recommender
 
 __all__ = ["KUNN", "ItemKNN", "PrefixK", "UserKNN"]
 
@@ -49,7 +56,7 @@ class PrefixK:
         return model
 
 
-class _Neighborhood(PrefixK, Recommender):
+class _Neighborhood(PrefixK, HoldsAffinities, Recommender):
     """Shared machinery: fitting the affinities, ``k`` validation, truncated scorers, :meth:`with_k`."""
 
     uses_items = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import scipy.sparse as sp
 
-from ..neighbors.affinity import slim_affinity_trusted
+from ..neighbors.affinity import HoldsAffinities, slim_affinity_trusted
 from ..neighbors.knn import check_k
 from ..neighbors.slim import check_slim_params
 from .base import Recommender
@@ -12,7 +12,7 @@ from .base import Recommender
 __all__ = ["SLIM"]
 
 
-class SLIM(Recommender):
+class SLIM(HoldsAffinities, Recommender):
     """Sparse linear method: ``score(u, .) = u @ W`` with ``W >= 0`` sparse, zero diagonal.
 
     Column ``i`` of ``W`` is an elastic net with non-negative coefficients regressing item

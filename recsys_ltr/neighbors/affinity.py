@@ -46,6 +46,7 @@ from .slim import check_slim_params, fit_slim
 __all__ = [
     "KINDS",
     "Affinity",
+    "HoldsAffinities",
     "cosine_affinity",
     "kunn_affinity",
     "kunn_counts",
@@ -393,3 +394,28 @@ def _sort_rows_by_value(A):
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     order = np.lexsort((A.indices, -A.data, rows))
     return sp.csr_matrix((A.data[order], A.indices[order], A.indptr), shape=A.shape)
+
+
+class HoldsAffinities:
+    """Mixin of the recommenders whose fitted state holds :class:`Affinity` objects (the names of
+    ``_model_state`` ending in ``_affinity_``): the checks of a loaded file, before numba kernels
+    read them -- each is an Affinity of the attribute's side, of the model's kind (``_affinity_kind``;
+    ``None``: any), of the model's number of items or users, and ``k_max`` at most ``n - 1``."""
+
+    _affinity_kind: str | None = None
+
+    def _check_state(self):
+        super()._check_state()
+        for name in self._model_state:
+            if not name.endswith("_affinity_"):
+                continue
+            value, side = getattr(self, name), name.split("_")[0]  # "item_affinity_" / "user_affinity_"
+            n = self.n_items_ if side == "item" else self.n_users_
+            if not isinstance(value, Affinity) or value.side != side:
+                raise ValueError(f"{name} must be an Affinity with side={side!r}")
+            if self._affinity_kind is not None and value.kind != self._affinity_kind:
+                raise ValueError(f"{name} is a {value.kind!r} affinity, expected {self._affinity_kind!r}")
+            if value.n != n:
+                raise ValueError(f"{name} is {value.n} x {value.n} but the model has {n} {side}s")
+            if value.k_max > max(1, n - 1):
+                raise ValueError(f"{name}.k_max={value.k_max} exceeds the {n - 1} possible neighbours")

@@ -56,6 +56,7 @@ __all__ = [
     "check_scale",
     "check_weights",
     "cosine_knn",
+    "cosine_rows",
     "knn_index",
     "knn_query",
     "ktrunc",
@@ -666,3 +667,12 @@ def _square(A, name):
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
     return A
+
+
+def cosine_rows(M, ids, weights=None) -> np.ndarray:
+    """Dense cosines of rows ``ids`` of the canonical CSR ``M`` (binary or weighted) with every row of
+    ``M`` (``sum_f M_af M_bf w_f / (||a|| ||b||)``, the similarity of :mod:`recsys_ltr.neighbors.knn`)."""
+    Mw = M if weights is None else M @ sp.diags(weights)
+    G = (Mw[ids] @ M.T).toarray()
+    inv = inverse_norms(M)
+    return G * inv[ids][:, None] * inv[None, :]
