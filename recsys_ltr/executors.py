@@ -682,7 +682,7 @@ def recommend_all(model, users=None, N=10, **kwargs):
     ids = scores = None
     for start, block, (block_ids, block_scores) in stream:
         if ids is None:
-            ids = np.empty((stream.n_users, block_ids.shape[1]), np.int64)
+            ids = np.empty((stream.n_users, block_ids.shape[1]), block_ids.dtype)
             scores = np.empty((stream.n_users, block_ids.shape[1]))
         ids[start : start + block.size] = block_ids
         scores[start : start + block.size] = block_scores

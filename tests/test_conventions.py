@@ -271,3 +271,22 @@ def test_the_stacking_models_say_where_they_live():
         from recsys_ltr.models import FEBR  # noqa: F401
     with pytest.raises(ImportError, match=r"from recsys_ltr\.febr import AffinityFEBR"):
         from recsys_ltr.models import AffinityFEBR  # noqa: F401
+
+
+@pytest.mark.parametrize(
+    "model", [m for m in MODELS if type(m).__name__ in ("ItemKNN", "EASE", "ALS", "FEBR")], ids=repr
+)
+def test_implicits_evaluator_runs_on_our_models_and_agrees(model, X):
+    """implicit's ``ranking_metrics_at_k`` calls ``recommend`` and reads its ids as ``int32``: on our
+    models it runs, and its NDCG@10 and MAP@10 are ours (same definitions, docs/measures.rst)."""
+    from implicit.evaluation import ranking_metrics_at_k
+
+    from recsys_ltr.metrics import evaluate
+    from recsys_ltr.split import holdout
+
+    train, _, test = holdout(X, 0.0, 0.3, random_state=0)
+    fitted = clone(model).fit(train)
+    assert fitted.recommend(np.arange(3), N=2)[0].dtype == np.int32 == fitted.similar_items(0, N=2)[0].dtype
+    theirs = ranking_metrics_at_k(fitted, train, test, K=10, show_progress=False)
+    ours = evaluate(fitted, train, test, metrics=["NDCG@10", "MAP@10"])
+    np.testing.assert_allclose([theirs["ndcg"], theirs["map"]], [ours["NDCG@10"], ours["MAP@10"]], rtol=1e-12)

@@ -81,18 +81,18 @@ class Answers:
         >>> model = ItemKNN(k=20).fit(X)
         >>> ids, scores = model.recommend(0, N=3)
         >>> ids
-        array([29, 52,  4])
+        array([29, 52,  4], dtype=int32)
         >>> model.recommend(0, N=3, filter_items=[29])[0]  # never item 29
-        array([52,  4, 95])
+        array([52,  4, 95], dtype=int32)
         >>> model.recommend(0, N=2, items=np.arange(10))[0]  # only among items 0-9
-        array([4, 6])
+        array([4, 6], dtype=int32)
         >>> model.recommend(np.array([0, 1]), N=2)[0]  # a batch: one row per user
         array([[29, 52],
-               [59, 41]])
+               [59, 41]], dtype=int32)
         >>> row = X[[0]].tolil()  # user 0 after a new click on item 52, no refit
         >>> row[0, 52] = 1.0
         >>> model.recommend(0, user_items=row, N=3)[0]
-        array([29,  4, 51])
+        array([29,  4, 51], dtype=int32)
         """
         self._check_fitted()
         N = check_positive_int(N, "N")
@@ -185,7 +185,7 @@ class Answers:
         >>> X = make_synthetic(n_users=200, n_items=100, density=0.05, random_state=0).matrix
         >>> model = ItemKNN(k=20).fit(X)
         >>> model.similar_items(5, N=3)[0]  # item 5 itself is never in its answer
-        array([51,  6, 55])
+        array([51,  6, 55], dtype=int32)
         """
         self._check_fitted()
         N = check_positive_int(N, "N")

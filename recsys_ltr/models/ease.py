@@ -104,7 +104,7 @@ class EASE(Recommender):
     'dense'
     >>> ids, scores = model.recommend(0, N=3)  # user 0's best unseen items, best first
     >>> ids
-    array([52, 29, 61])
+    array([52, 29, 61], dtype=int32)
     """
 
     _log_fit = True  # start and end of each fit logged at INFO (size, setting, seconds)

@@ -198,9 +198,9 @@ class ItemKNN(_Neighborhood):
     >>> model.recommend([0, 1, 2], N=2)[0]  # one row per user
     array([[29, 52],
            [59, 41],
-           [41,  2]])
+           [41,  2]], dtype=int32)
     >>> model.similar_items(5, N=3)[0]
-    array([51,  6, 55])
+    array([51,  6, 55], dtype=int32)
     """
 
     uses_weights = True
@@ -238,10 +238,10 @@ class UserKNN(_Neighborhood):
     >>> from recsys_ltr.models import UserKNN
     >>> model = UserKNN(k=20).fit(X)
     >>> model.recommend(0, N=3)[0]
-    array([52, 29, 61])
+    array([52, 29, 61], dtype=int32)
     >>> new_user = X[[0]]  # a user outside the training data, scored from their row
     >>> model.recommend(500, user_items=new_user, N=3, recalculate_user=True)[0]
-    array([52, 29, 61])
+    array([52, 29, 61], dtype=int32)
     """
 
     item_based = False
@@ -281,7 +281,7 @@ class KUNN(_Neighborhood):
     >>> from recsys_ltr.models import KUNN
     >>> model = KUNN(k=20).fit(X)
     >>> model.recommend(0, N=3)[0]
-    array([29, 99,  4])
+    array([29, 99,  4], dtype=int32)
     >>> model.with_k(10).recommend(0, N=3)[0].shape  # a smaller k without recomputation
     (3,)
     """

@@ -32,7 +32,7 @@ class Popularity(Recommender):
     >>> X = sp.csr_matrix(np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 0]]))
     >>> model = Popularity().fit(X)
     >>> model.recommend(0, N=2)  # item 0 and 1 are user 0's already
-    (array([2, 3]), array([2., 0.]))
+    (array([2, 3], dtype=int32), array([2., 0.]))
     """
 
     def __init__(self, num_threads=0, show_progress=None):

@@ -12,7 +12,9 @@ each by the route that never builds more than a bounded block of dense scores:
 * :class:`DenseRows` -- any other score function, called on blocks of users.
 
 Every route ranks by score, then by training popularity, then by smaller item id (the evaluator's
-tie rule), and pads a user with fewer candidates with id ``-1`` and score ``-inf``.
+tie rule), and pads a user with fewer candidates with id ``-1`` and score ``-inf``.  Ids come back
+as ``int32``, as implicit's ``recommend`` returns them (its ``ranking_metrics_at_k`` reads them so);
+scores as ``float64``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,21 @@ from .._threads import limit_threads
 from .._topk import top_k_dense, top_k_factor_product, top_k_sparse_product
 from .._validation import INDEX_DTYPE
 
-__all__ = ["DenseRows", "Factors", "Product", "top_n", "top_similar", "top_similar_sparse", "unpad", "warn_if_short"]
+__all__ = [
+    "ID_DTYPE",
+    "DenseRows",
+    "Factors",
+    "Product",
+    "top_n",
+    "top_similar",
+    "top_similar_sparse",
+    "unpad",
+    "warn_if_short",
+]
+
+#: The dtype of the ids every answer returns: implicit's (``int32``; catalogues and user counts stay
+#: below 2^31, as the CSR matrices' ``int32`` indices already require).
+ID_DTYPE = np.int32
 
 
 class Product(NamedTuple):
@@ -91,7 +107,7 @@ def top_n(scores, popularity, liked, excluded, n_out, num_threads=0) -> tuple[np
             top_k_dense(
                 S, popularity, part.indptr, part.indices, excluded, False, False, out_ids[block], out_scores[block]
             )
-    return out_ids, out_scores
+    return out_ids.astype(ID_DTYPE), out_scores
 
 
 def top_similar(rows_of, positions, self_ids, N, excluded, n, drop_zero) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +126,7 @@ def top_similar(rows_of, positions, self_ids, N, excluded, n, drop_zero) -> tupl
         ex_indptr = np.concatenate(([0], np.cumsum(inside))).astype(INDEX_DTYPE)
         own = own[inside].astype(INDEX_DTYPE)
         top_k_dense(block, secondary, ex_indptr, own, excluded, drop_zero, True, out_ids[chunk], out_scores[chunk])
-    return out_ids, out_scores
+    return out_ids.astype(ID_DTYPE), out_scores
 
 
 def top_similar_sparse(S, ids, N, excluded) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +142,7 @@ def top_similar_sparse(S, ids, N, excluded) -> tuple[np.ndarray, np.ndarray]:
         np.empty(0, np.int64), strided_chunks(len(ids)), out_ids, out_scores,
         work=product_work(own, S.indptr, len(ids), n),
     )  # fmt: skip
-    return out_ids, out_scores
+    return out_ids.astype(ID_DTYPE), out_scores
 
 
 def warn_if_short(found, N, excluded, side, model, kept="") -> tuple[np.ndarray, np.ndarray]:
