@@ -18,7 +18,7 @@ memory.  Medians over ``--repeats`` runs; ratios vs ALS of the same run (implici
 * ALS: implicit 0.7 ``AlternatingLeastSquares(factors=64, iterations=15)``;
 * ALS(): our ``ALS()`` at its defaults, the one-line alternative of the FEBR issue;
 * tuned:NAME: the command line's quick-budget two-level tuning of method NAME on this split's
-  validation part (``recsys_ltr.eval.runner.tune``: every setting fitted and scored, the chosen one
+  validation part (``recsys_ltr.eval.tuning.tune``: every setting fitted and scored, the chosen one
   kept), e.g. ``tuned:ALS``, ``tuned:EASE``; ``settings`` is the number of settings tried;
 * LightFM: ``LightFM(no_components=64, loss="warp", max_sampled=10)``, epochs chosen so that it
   draws as many positives as FEBR did (one epoch = one pass over the training positives).
@@ -95,7 +95,7 @@ def _one(name, method, samples):
 
         model = scorer = OurALS(random_state=0, num_threads=THREADS).fit(train)
     elif method.startswith("tuned:"):
-        from recsys_ltr.eval.runner import tune
+        from recsys_ltr.eval.tuning import tune
 
         _, scorer, trials = tune(method[6:], train, val, budget="quick", random_state=0, num_threads=THREADS)
         extra["settings"] = len(trials)

@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from recsys_ltr import datasets, split
-from recsys_ltr.eval import runner
+from recsys_ltr.eval import tuning
+from recsys_ltr.eval.methods import get_method
+from recsys_ltr.eval.results import selection_metric
 from recsys_ltr.febr import FEBR
 
 
@@ -51,7 +53,7 @@ def stop_after_tail_choice(record: dict):
 
 def tuned(results: pd.DataFrame, fold: int) -> dict:
     """``{method: the chosen setting as .params}`` of one fold of a results table (what
-    ``runner.stack_context`` reads of a FoldResult)."""
+    ``tuning.stack_context`` reads of a FoldResult)."""
     done = {}
     for method, rows in results[results.fold == fold].groupby("method"):
         done[method] = SimpleNamespace(params=json.loads(rows.params.iloc[0]))
@@ -86,13 +88,11 @@ def main():
     for protocol, fold, parts, top, settings in units(args.dataset, args.protocols.split(",")):
         results = pd.read_csv(f"{args.results}/{args.dataset}/{protocol}/results.csv")
         for name in args.methods.split(","):
-            select = runner.selection_metric(protocol, settings["k"])
-            context = runner.stack_context(
-                runner.get_method(name), tuned(results, fold), top, parts[0].shape[1], select
-            )
+            select = selection_metric(protocol, settings["k"])
+            context = tuning.stack_context(get_method(name), tuned(results, fold), top, parts[0].shape[1], select)
             record.clear()
             try:
-                runner.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
+                tuning.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
             except _Chosen:
                 pass
             print(args.dataset, protocol, fold, name, record, flush=True)

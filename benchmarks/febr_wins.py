@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from recsys_ltr.eval.runner import FoldResult, UnitCache
+from recsys_ltr.eval.cache import UnitCache
+from recsys_ltr.eval.results import FoldResult
 
 FEBR = ("FEBR-stack", "FEBR-rerank")
 METRICS = ("ADG", "MAP")

@@ -2572,7 +2572,7 @@ def cache_cases(draw, entry=None):
 
 
 def _cache_result():
-    from recsys_ltr.eval.runner import FoldResult
+    from recsys_ltr.eval.results import FoldResult
 
     users = np.array([0, 2, 5], dtype=np.int64)
     per_user = {"ADG": np.array([0.5, 0.25, 1.0]), "NDCG@10": np.array([0.1, 0.2, 0.3])}
@@ -2596,7 +2596,7 @@ def cache_case_outcome(case, directory) -> Outcome:
     import io
     import shutil
 
-    from recsys_ltr.eval.runner import UnitCache
+    from recsys_ltr.eval.cache import UnitCache
 
     damage, val = case["damage"], case["val"]
     where = os.path.join(directory, f"cache-{damage}-{val}")

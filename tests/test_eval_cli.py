@@ -15,11 +15,14 @@ from scipy import stats
 
 from recsys_ltr import Interactions, datasets, split
 from recsys_ltr.datasets import ENV_VAR, make_synthetic
-from recsys_ltr.eval import runner
+from recsys_ltr.eval import cache, runner, tuning
 from recsys_ltr.eval.__main__ import main
+from recsys_ltr.eval.cache import UnitCache
 from recsys_ltr.eval.methods import METHODS, Method, get_method
 from recsys_ltr.eval.report import format_table, paired_tests, pooled, summarize, write_outputs
-from recsys_ltr.eval.runner import Experiment, FoldResult, Skipped, UnitCache, run_experiment, tune
+from recsys_ltr.eval.results import Experiment, FoldResult, Skipped, selection_metric
+from recsys_ltr.eval.runner import run_experiment
+from recsys_ltr.eval.tuning import tune
 from recsys_ltr.febr import dissertation as febr_dissertation
 from recsys_ltr.febr import model as febr_model
 from recsys_ltr.metrics import evaluate
@@ -312,11 +315,11 @@ def _tampered(payload, how):
         result["per_user"]["ADG"] = result["per_user"]["ADG"][:2]
     elif how == "resigned_mean":  # edited and its digest recomputed: the consistency checks still hold
         result["test"]["ADG"] = 123.0
-        payload["sha256"] = runner._digest(payload["key"], result)
+        payload["sha256"] = cache._digest(payload["key"], result)
     elif how == "resigned_users":
         result["users"], result["per_user"] = result["users"][:2], {m: v[:2] for m, v in result["per_user"].items()}
         result["test"] = {m: float(np.mean(v)) for m, v in result["per_user"].items()}
-        payload["sha256"] = runner._digest(payload["key"], result)
+        payload["sha256"] = cache._digest(payload["key"], result)
     return payload
 
 
@@ -341,7 +344,7 @@ def test_a_consistent_forgery_is_read_as_documented(small, tmp_path):
     result = payload["result"]
     result["per_user"] = {m: [1.0] * len(v) for m, v in result["per_user"].items()}
     result["test"] = dict.fromkeys(result["per_user"], 1.0)
-    payload["sha256"] = runner._digest(payload["key"], result)
+    payload["sha256"] = cache._digest(payload["key"], result)
     path.write_text(json.dumps(payload))
     again = run_experiment(small, ["popularity"], **kw)
     assert again.computed == [] and again.results[0].test["ADG"] == 1.0
@@ -358,7 +361,7 @@ def test_cache_is_tied_to_the_code(small, tmp_path, monkeypatch):
 def _settings(X):
     return dict(
         dataset="small",
-        data=runner.data_fingerprint(X),
+        data=cache.data_fingerprint(X),
         protocol="standard",
         budget="quick",
         seed=0,
@@ -366,7 +369,7 @@ def _settings(X):
         test=0.2,
         exclude_top=None,
         k=10,
-        code=runner.code_fingerprint(),
+        code=cache.code_fingerprint(),
     )
 
 
@@ -527,12 +530,12 @@ def test_stacking_judges_its_validation_by_the_protocols_selection_metric():
     validation metric (the holdout protocols select on ADG, FEBR's default: nothing added)."""
     done = {"KUNN": _result("KUNN", 0, 0.2), "item-p": _result("item-p", 0, 0.3)}  # settings {"k": 10}
     stack = get_method("FEBR-stack")
-    standard = runner.stack_context(stack, done, None, 100, runner.selection_metric("standard", 10))
+    standard = tuning.stack_context(stack, done, None, 100, selection_metric("standard", 10))
     assert "validation_metric" not in standard and [n for n, _ in standard["bases"]] == ["KUNN", "item-p"]
-    fixed = runner.stack_context(stack, done, None, 100, runner.selection_metric("fixed", 20))
+    fixed = tuning.stack_context(stack, done, None, 100, selection_metric("fixed", 20))
     assert fixed == {**standard, "validation_metric": "REC@20"}
-    model = runner.build(stack, {}, 0, 1, fixed)
-    assert model.validation_metric == "REC@20" and runner.stack_context(get_method("EASE"), done) == {}
+    model = tuning.build(stack, {}, 0, 1, fixed)
+    assert model.validation_metric == "REC@20" and tuning.stack_context(get_method("EASE"), done) == {}
 
 
 # ----------------------------------------------------------------------------- table writer
@@ -669,7 +672,7 @@ def test_interrupted_tuning_resumes_at_the_next_setting(small, tmp_path, monkeyp
     )
     train, val, test = next(split.folds(small, 1))
     _Fake.fits = []
-    whole = runner.tune_and_test("fake", train, val, test)
+    whole = tuning.tune_and_test("fake", train, val, test)
     log = UnitCache(tmp_path, **_settings(small)).trial_log("fake", 0)
     append = log.append
 
@@ -681,19 +684,19 @@ def test_interrupted_tuning_resumes_at_the_next_setting(small, tmp_path, monkeyp
     monkeypatch.setattr(log, "append", interrupted)
     _Fake.fits = []
     with pytest.raises(_Interrupt):
-        runner.tune_and_test("fake", train, val, test, log=log)
+        tuning.tune_and_test("fake", train, val, test, log=log)
     assert _Fake.fits == [(100, 1.0), (50, 0.1), (50, 10.0)] and len(log.trials) == 4
     monkeypatch.setattr(log, "append", append)
     _Fake.fits = []
-    resumed = runner.tune_and_test("fake", train, val, test, log=log)
+    resumed = tuning.tune_and_test("fake", train, val, test, log=log)
     # only the unlogged setting is fitted, then the chosen one (logged, so without a model) again
     assert _Fake.fits == [(50, 10.0), (50, 0.1)]
     assert (resumed.params, resumed.test, resumed.validation) == (whole.params, whole.test, whole.validation)
     assert [t["params"] for t in resumed.trials] == [t["params"] for t in whole.trials]
     assert [t["validation"] for t in resumed.trials] == [t["validation"] for t in whole.trials]
     assert len(log.load()) == 5
-    assert runner.TrialLog(log.path, {**log.key, "fold": 1}).load() == []  # another unit's key
-    assert runner.TrialLog(log.path, log.key, resume=False).load() == []
+    assert cache.TrialLog(log.path, {**log.key, "fold": 1}).load() == []  # another unit's key
+    assert cache.TrialLog(log.path, log.key, resume=False).load() == []
 
 
 def test_trial_log_is_dropped_when_the_unit_is_cached(small, tmp_path, capsys):
@@ -741,9 +744,9 @@ def test_stacking_method_gets_its_bases_tuned_on_the_fold(small, tmp_path, monke
 
 def test_the_ease_row_and_febrs_ease_base_solve_as_febr_does():
     """One EASE in the table: the row and FEBR-stack's base are both EASE() at its dense cutoff."""
-    stacked = runner.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
+    stacked = tuning.build(get_method("FEBR-stack"), {}, context={"bases": [["EASE", {"regularization": 5.0}]]})
     ((name, base),) = stacked.bases
-    row = runner.build(get_method("EASE"), {"regularization": 5.0})
+    row = tuning.build(get_method("EASE"), {"regularization": 5.0})
     assert (
         name == "EASE"
         and base.get_params() == row.get_params()

@@ -41,18 +41,8 @@ from recsys_ltr import datasets, split
 from recsys_ltr._progress import progress_write
 from recsys_ltr.eval.methods import METHODS, get_method
 from recsys_ltr.eval.report import error_caption, format_table, paired_tests, summarize, write_outputs
-from recsys_ltr.eval.runner import (
-    HOLDOUT_PROTOCOLS,
-    LOG_FORMAT,
-    PROTOCOLS,
-    check_unit_executor,
-    method_of,
-    run_experiment,
-    selection_metric,
-    table_metrics,
-    unit_executor,
-    with_bases,
-)
+from recsys_ltr.eval.results import HOLDOUT_PROTOCOLS, PROTOCOLS, method_of, selection_metric, table_metrics
+from recsys_ltr.eval.runner import LOG_FORMAT, check_unit_executor, run_experiment, unit_executor, with_bases
 from recsys_ltr.executors import EXECUTORS, RayExecutor
 
 DEFAULT_REAL = "movielens-100k"

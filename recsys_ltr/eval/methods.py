@@ -7,7 +7,7 @@ grids of the two-level tuning on validation ADG (dissertation sec. 4.7.3): the v
 *secondary* ones (regularisers), whose first setting is the default used while the main one is
 tuned.  ``fixed`` holds per-budget parameters that are not tuned (e.g. FEBR's iteration budget).
 A *stacking* method (``stack_on``) runs after its base methods on each fold and receives their
-chosen settings as ``bases`` (``recsys_ltr.eval.runner.stack_context``).
+chosen settings as ``bases`` (``recsys_ltr.eval.tuning.stack_context``).
 """
 
 from __future__ import annotations

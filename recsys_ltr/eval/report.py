@@ -24,7 +24,7 @@ from matplotlib.patches import Patch
 from scipy import stats
 
 from recsys_ltr.eval.methods import METHODS
-from recsys_ltr.eval.runner import method_of
+from recsys_ltr.eval.results import method_of
 
 #: Significance level of the table's marker.
 ALPHA = 0.05
