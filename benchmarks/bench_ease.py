@@ -2,7 +2,7 @@
 
 In one run, 2 threads, medians of ``--runs`` interleaved runs:
 
-1. the blocked in-place inverse (``models._spd_inverse``) against LAPACK through scipy on a
+1. the blocked in-place inverse (``recsys_ltr._spd_inverse``) against LAPACK through scipy on a
    synthetic Gram matrix of order ``--lapack-n``: its Cholesky stage against one ``potrf`` call,
    the whole inverse against ``potrf`` + ``potri``;
 2. lastfm-2k (``split.holdout(X, random_state=0)``, ``regularization=100``, the CLI's tuned value): fit seconds, the
@@ -38,10 +38,10 @@ from scipy.linalg import get_lapack_funcs
 from threadpoolctl import threadpool_limits
 
 from recsys_ltr import datasets, split
+from recsys_ltr._spd_inverse import _cholesky, _Matrix, spd_inverse_inplace, symmetrise_upper
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import EASE
-from recsys_ltr.models._spd_inverse import _cholesky, _Matrix, spd_inverse_inplace
-from recsys_ltr.models.ease import _gram, _symmetrise_upper
+from recsys_ltr.models.ease import _gram
 
 THREADS = 2
 METRICS = ("ADG", "REC@10", "NDCG", "MAP", "ATOP")
@@ -197,7 +197,7 @@ class Float32Weights:
         P = gram.astype(np.float32).toarray().T
         with threadpool_limits(THREADS, user_api="blas"):
             spd_inverse_inplace(P)
-        _symmetrise_upper(P)
+        symmetrise_upper(P)
         self.X, self.B = X, P.T
         self.B /= -np.diag(self.B).copy()
         np.fill_diagonal(self.B, 0.0)

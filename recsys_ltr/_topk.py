@@ -34,6 +34,7 @@ __all__ = [
     "heap_offer",
     "heap_sort_best_first",
     "rank_dense_rows",
+    "rows_times_dense",
     "select_best_positive",
     "sort_ascending",
     "sort_best_first",
@@ -542,3 +543,14 @@ def sparse_dense_product(R, B) -> np.ndarray:
     out = np.zeros((R.shape[0], B.shape[1]))
     _spmm_dense(R.indptr, R.indices, R.data, B.indptr, B.indices, B.data, out)
     return out
+
+
+@njit(parallel=True, cache=True)
+def rows_times_dense(indptr, indices, data, B, out):
+    """``out += R @ B`` for the CSR rows ``R`` and the C-ordered dense ``B``, in parallel over rows."""
+    for r in prange(indptr.shape[0] - 1):
+        for p in range(indptr[r], indptr[r + 1]):
+            j = indices[p]
+            x = data[p]
+            for c in range(B.shape[1]):
+                out[r, c] += x * B[j, c]

@@ -15,10 +15,11 @@ from scipy.linalg import get_lapack_funcs
 
 import recsys_ltr.models.ease as ease_module
 from recsys_ltr import _memory
+from recsys_ltr._fsai import elimination_order, fsai_pattern_sizes
 from recsys_ltr._progress import progress_enabled
+from recsys_ltr._spd_inverse import inverse_flops, spd_inverse_inplace
+from recsys_ltr._topk import rows_times_dense
 from recsys_ltr.models import EASE
-from recsys_ltr.models._fsai import elimination_order, fsai_pattern_sizes
-from recsys_ltr.models._spd_inverse import inverse_flops, spd_inverse_inplace
 
 
 def random_matrix(seed, n_users=30, n_items=20, density=0.2):
@@ -417,5 +418,5 @@ def test_rows_times_dense_kernel_matches_scipy():
     R = sp.random(17, 40, density=0.2, random_state=1, format="csr")
     B = rng.standard_normal((40, 33))
     out = np.zeros((17, 33))
-    ease_module._rows_times_dense(R.indptr, R.indices, R.data, B, out)
+    rows_times_dense(R.indptr, R.indices, R.data, B, out)
     np.testing.assert_allclose(out, R @ B, rtol=1e-12, atol=1e-12)

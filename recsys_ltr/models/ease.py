@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 from .. import _memory
+from .._fsai import elimination_order, fsai_factor
 from .._progress import progress
+from .._spd_inverse import inverse_flops, spd_inverse_inplace, symmetrise_upper
 from .._threads import limit_threads
-from .._topk import sparse_dense_product
+from .._topk import rows_times_dense, sparse_dense_product
 from .._validation import check_positive_int, check_real
-from ._fsai import elimination_order, fsai_factor
-from ._spd_inverse import inverse_flops, spd_inverse_inplace
 from .base import Recommender
 
 __all__ = ["EASE"]
 
 SOLVERS = ("auto", "dense", "sparse")
-_SYMMETRISE_BLOCK = 1024
 #: Bytes per stored entry of the sparse path's factor while fitting and scoring: the factor, its
 #: transpose and the temporaries of their construction (measured peak about 30).
 _SPARSE_BYTES_PER_ENTRY = 40
@@ -40,9 +38,9 @@ class EASE(Recommender):
 
     * ``"dense"`` -- the exact inverse, in place in one dense ``n_items x n_items`` float64 matrix
       (``8 n_items^2`` bytes besides the sparse Gram matrix), by a blocked Cholesky factorisation
-      and inversion whose panel steps drive the progress bar (:mod:`._spd_inverse`);
+      and inversion whose panel steps drive the progress bar (:mod:`recsys_ltr._spd_inverse`);
     * ``"sparse"`` -- a factorized sparse approximate inverse ``P ~ Z^T Z`` (FSAI, Kolotilina &
-      Yeremin 1993; the approach of SANSA, Spišák et al., RecSys 2023, see :mod:`._fsai`): ``Z``
+      Yeremin 1993; the approach of SANSA, Spišák et al., RecSys 2023, see :mod:`recsys_ltr._fsai`): ``Z``
       is lower triangular in the order of increasing popularity and row ``i`` holds ``i`` and
       the ``k`` items before it that co-occur most with it.  ``B = I - Z^T Z diag(Z^T Z)^{-1}``
       keeps a zero diagonal and is applied in factored form, so memory is ``O(n_items k)``.
@@ -145,14 +143,15 @@ class EASE(Recommender):
     def _fit(self, X):
         gram, norms = _gram(X)
         self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside the Gram matrix
+        threads, shown = self.num_threads, self.show_progress
         if self.solver_ == "dense":
-            dense = gram.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
+            P = gram.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
             del gram
-            dense[np.diag_indices_from(dense)] = norms + self.regularization
-            self.B_, self.factor_ = self._dense_weights(dense), None
+            P[np.diag_indices_from(P)] = norms + self.regularization
+            self.B_, self.factor_ = _dense_weights(P, threads, shown), None
         else:
             gram.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
-            self.B_, self.factor_ = None, self._sparse_factor(gram)
+            self.B_, self.factor_ = None, _sparse_factor(gram, self.k, threads, shown)
 
     def _fit_outcome(self) -> str:
         return f" ({self.solver_} solve)"
@@ -178,56 +177,17 @@ class EASE(Recommender):
                 )
         return solver
 
-    def _dense_weights(self, P):
-        """``B`` from the Fortran-ordered ``G + λ I``, in place (one dense matrix in all)."""
-        gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
-        fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
-        with (
-            limit_threads(self.num_threads),
-            progress(self.show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
-        ):
-            spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
-        _symmetrise_upper(P)
-        B = P.T  # C-ordered view of the symmetric P: scoring reads rows of B
-        B /= -np.diag(B).copy()
-        np.fill_diagonal(B, 0.0)
-        return B
-
-    def _sparse_factor(self, A):
-        rank = elimination_order(A.diagonal())  # the diagonal is popularity + λ
-        with (
-            limit_threads(self.num_threads, blas=1),  # the rows' small solves run in parallel
-            progress(self.show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
-        ):
-            return fsai_factor(A, rank, self.k, step=bar.update)
-
     def _prepare(self):
         super()._prepare()
-        if self.solver_ == "sparse":
-            Z = self.factor_
-            self.factor_t_ = Z.T.tocsr()
-            self.pdiag_ = np.asarray(Z.multiply(Z).sum(axis=0)).ravel()  # diag(Z^T Z) > 0
+        self._weights = _DenseWeights(self.B_) if self.factor_ is None else _SparseWeights(self.factor_)
 
     # ------------------------------------------------------------------ scoring
     def _score_rows(self, rows, ids, recalculate):
-        if self.solver_ == "dense":
-            out = np.zeros((rows.shape[0], self.n_items_))
-            _rows_times_dense(rows.indptr, rows.indices, rows.data, self.B_, out)
-            return out
-        # x B = x - (x Z^T Z) diag(Z^T Z)^{-1}
-        out = sparse_dense_product(rows @ self.factor_t_, self.factor_)
-        out /= -self.pdiag_
-        out[np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr)), rows.indices] += rows.data
-        return out
+        return self._weights.scores(rows)
 
     def _item_similarity_rows(self, items):
         """Rows ``B[items]``, dense."""
-        if self.solver_ == "dense":
-            return self.B_[items]
-        rows = (self.factor_t_[items] @ self.factor_).toarray()
-        rows /= -self.pdiag_
-        rows[np.arange(items.size), items] = 0.0  # B_ii = 1 - P_ii / P_ii, exactly
-        return rows
+        return self._weights.rows(items)
 
     # ------------------------------------------------------------------ persistence
     def _required_state(self):
@@ -273,22 +233,63 @@ def _size(n_bytes):
     return f"{n_bytes:.0f} bytes"
 
 
-@njit(parallel=True, cache=True)
-def _rows_times_dense(indptr, indices, data, B, out):
-    """``out += R @ B`` for the CSR rows ``R`` and the C-ordered dense ``B``, in parallel over rows."""
-    for r in prange(indptr.shape[0] - 1):
-        for p in range(indptr[r], indptr[r + 1]):
-            j = indices[p]
-            x = data[p]
-            for c in range(B.shape[1]):
-                out[r, c] += x * B[j, c]
+def _dense_weights(P, num_threads, show_progress) -> np.ndarray:
+    """EASE's ``B`` from the Fortran-ordered ``G + λ I``, inverted in place (one dense matrix in all)."""
+    gflops = sum(flops / 1e9 for flops in inverse_flops(P.shape[0]))  # summed as the bar sums them
+    fmt = "{l_bar}{bar}| {n:.0f}/{total:.0f} GFlop [{elapsed}<{remaining}, {rate_fmt}]"
+    with (
+        limit_threads(num_threads),
+        progress(show_progress, total=gflops, desc="EASE dense inverse", unit="GFlop", bar_format=fmt) as bar,
+    ):
+        spd_inverse_inplace(P, step=lambda flops: bar.update(flops / 1e9))
+    symmetrise_upper(P)
+    B = P.T  # C-ordered view of the symmetric P: scoring reads rows of B
+    B /= -np.diag(B).copy()
+    np.fill_diagonal(B, 0.0)
+    return B
 
 
-def _symmetrise_upper(P):
-    """Copy the upper triangle of the square ``P`` onto its lower one, in place, block by block."""
-    n = P.shape[0]
-    for lo in range(0, n, _SYMMETRISE_BLOCK):
-        hi = min(n, lo + _SYMMETRISE_BLOCK)
-        P[lo:hi, :lo] = P[:lo, lo:hi].T
-        diag = P[lo:hi, lo:hi]
-        diag[...] = np.triu(diag) + np.triu(diag, 1).T
+def _sparse_factor(A, k, num_threads, show_progress) -> sp.csr_matrix:
+    """The sparse approximate inverse factor ``Z`` of ``A = G + λ I`` (``Z^T Z ≈ A^{-1}``, FSAI)."""
+    rank = elimination_order(A.diagonal())  # the diagonal is popularity + λ
+    with (
+        limit_threads(num_threads, blas=1),  # the rows' small solves run in parallel
+        progress(show_progress, total=A.shape[0], desc="EASE sparse inverse", unit="item") as bar,
+    ):
+        return fsai_factor(A, rank, k, step=bar.update)
+
+
+class _DenseWeights:
+    """The dense solve's weights: ``score(u, .) = x_u B``."""
+
+    def __init__(self, B):
+        self.B = B
+
+    def scores(self, rows) -> np.ndarray:
+        out = np.zeros((rows.shape[0], self.B.shape[1]))
+        rows_times_dense(rows.indptr, rows.indices, rows.data, self.B, out)
+        return out
+
+    def rows(self, items) -> np.ndarray:
+        return self.B[items]
+
+
+class _SparseWeights:
+    """The sparse solve's weights, never formed: ``B = I - P diag(P)^{-1}`` with ``P = Z^T Z``, so
+    ``x B = x - (x Z^T Z) diag(P)^{-1}``."""
+
+    def __init__(self, Z):
+        self.Z, self.Zt = Z, Z.T.tocsr()
+        self.pdiag = np.asarray(Z.multiply(Z).sum(axis=0)).ravel()  # diag(Z^T Z) > 0
+
+    def scores(self, rows) -> np.ndarray:
+        out = sparse_dense_product(rows @ self.Zt, self.Z)
+        out /= -self.pdiag
+        out[np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr)), rows.indices] += rows.data
+        return out
+
+    def rows(self, items) -> np.ndarray:
+        out = (self.Zt[items] @ self.Z).toarray()
+        out /= -self.pdiag
+        out[np.arange(items.size), items] = 0.0  # B_ii = 1 - P_ii / P_ii, exactly
+        return out

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from numba.extending import get_cython_function_address
 
-__all__ = ["inverse_flops", "spd_inverse_inplace"]
+__all__ = ["inverse_flops", "spd_inverse_inplace", "symmetrise_upper"]
 
 #: Panel width: large enough for BLAS-3 rates, small enough for frequent progress steps.
 BLOCK = 256
@@ -165,3 +165,17 @@ def _product_with_transpose(M: _Matrix, n: int, block: int):
                 )
             M.call("syrk", "U", "N", b, m, M.one, M.at(i, i + b), M.ld, M.one, M.at(i, i), M.ld)
         yield
+
+
+#: Rows of the blocks that :func:`symmetrise_upper` copies at once.
+SYMMETRISE_BLOCK = 1024
+
+
+def symmetrise_upper(P):
+    """Copy the upper triangle of the square ``P`` onto its lower one, in place, block by block."""
+    n = P.shape[0]
+    for lo in range(0, n, SYMMETRISE_BLOCK):
+        hi = min(n, lo + SYMMETRISE_BLOCK)
+        P[lo:hi, :lo] = P[:lo, lo:hi].T
+        diag = P[lo:hi, lo:hi]
+        diag[...] = np.triu(diag) + np.triu(diag, 1).T
