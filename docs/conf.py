@@ -13,6 +13,21 @@ import sys
 sys.path.insert(0, os.path.abspath(".."))  # the checkout's recsys_ltr, also without an install
 
 import recsys_ltr
+import recsys_ltr.models
+
+
+def _write_model_list():
+    """The summary table of docs/api/models.rst: every recommender :mod:`recsys_ltr.models` exports
+    (written at each build: a model added to the package is on the page by itself)."""
+    names = [n for n in recsys_ltr.models.__all__ if isinstance(getattr(recsys_ltr.models, n), type)]
+    names.sort(key=lambda n: (n != "Recommender", n.lower()))
+    table = ".. currentmodule:: recsys_ltr.models\n\n.. autosummary::\n   :toctree: ../generated\n   :nosignatures:\n\n"
+    table += "".join(f"   {n}\n" for n in names)
+    with open(os.path.join(os.path.dirname(__file__), "api", "_models.rst"), "w") as f:
+        f.write(table)
+
+
+_write_model_list()
 
 project = "recsys_ltr"
 author = "recsys_ltr contributors"
@@ -28,10 +43,17 @@ extensions = [
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "api/_models.rst"]  # included by api/models.rst
 root_doc = "index"
 
-autosummary_generate = True
+# every page, and the generated model table (an included file autosummary does not scan by itself)
+autosummary_generate = [
+    os.path.relpath(os.path.join(d, f), os.path.dirname(__file__))
+    for d, _, files in os.walk(os.path.dirname(__file__))
+    if "_build" not in d and "generated" not in d
+    for f in files
+    if f.endswith(".rst") and f != "_models.rst"
+] + ["api/_models.rst"]
 autosummary_imported_members = False
 autodoc_default_options = {"members": True, "member-order": "bysource"}
 autodoc_typehints = "none"  # the numpydoc "Parameters" sections say the types

@@ -954,3 +954,19 @@ def test_the_run_leaves_the_logging_configuration_as_it_found_it(tmp_path):
     argv = ["--dataset", "synthetic", "--folds", "1", "--models", "popularity", "--out", str(tmp_path), "--quiet"]
     assert main([*argv, "--log-level", "DEBUG"]) == 0
     assert (list(root.handlers), root.level, logging.getLogger("recsys_ltr").level) == before
+
+
+def test_an_exported_model_without_a_row_gets_one_at_its_defaults():
+    """The command line finds the exported recommenders itself: every one has a row (or a reason in
+    NO_ROW), and one whose tuned row is missing gets a row at its defaults."""
+    from _helpers import exported_recommenders
+
+    from recsys_ltr.eval.methods import NO_ROW, _rows_at_defaults
+    from recsys_ltr.models import Popularity
+
+    built = {getattr(m.factory, "func", m.factory).__name__ for m in METHODS.values()}
+    assert exported_recommenders() - {"LightFMWARP"} <= built | set(NO_ROW)
+    without = {name: m for name, m in METHODS.items() if name != "popularity"}
+    (row,) = _rows_at_defaults(without).values()
+    assert row.name == "Popularity" and isinstance(row.build(), Popularity) and not row.seeded
+    assert _rows_at_defaults(METHODS) == {}

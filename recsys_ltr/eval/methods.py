@@ -12,6 +12,7 @@ chosen settings as ``bases`` (``recsys_ltr.eval.tuning.stack_context``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -324,6 +325,30 @@ METHODS: dict[str, Method] = {
         ),
     )
 }
+
+#: Exported recommenders the command line cannot build from a feedback matrix alone, and why.
+NO_ROW = {"ContentItemKNN": "needs the items' content (an affinity over their features)"}
+
+
+def _rows_at_defaults(methods: dict) -> dict:
+    """A row for every recommender :mod:`recsys_ltr.models` and :mod:`recsys_ltr.febr` export that no
+    method builds yet (but :data:`NO_ROW`), at its defaults and untuned: a model added to the package
+    is on the command line by itself, until a tuned row of its own replaces this one."""
+    from .. import febr, models
+
+    built = {getattr(m.factory, "func", m.factory) for m in methods.values()}
+    rows = {}
+    for module in (models, febr):
+        for name in module.__all__:
+            cls = getattr(module, name)
+            exported = isinstance(cls, type) and issubclass(cls, models.Recommender) and cls is not models.Recommender
+            if exported and cls not in built and name not in NO_ROW:
+                seeded = "random_state" in inspect.signature(cls).parameters
+                rows[name] = Method(name, _model(cls), seeded=seeded, description=f"{name}() at its defaults")
+    return rows
+
+
+METHODS.update(_rows_at_defaults(METHODS))
 
 #: The default ``--models``: every method.
 ALL_METHODS = tuple(METHODS)

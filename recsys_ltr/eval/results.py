@@ -1,5 +1,5 @@
 """The records of an evaluation run: the protocols, the metrics of their tables, and what a unit
--- one method on one fold -- yields (:class:`FoldResult`, :class:`Skipped`) and a run
+-- one method on one fold -- yields (:class:`FoldResult`, ``Skipped``) and a run
 (:class:`Experiment`)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One unit of an evaluation run: a method tuned on validation in two levels (its main
 hyper-parameter, then the others at the best main value), refitted where the protocol says, and
-tested (:func:`run_unit`); the constructor arguments of its model, a stacking method's bases
-included (:func:`build`, :func:`stack_context`)."""
+tested (``run_unit``); the constructor arguments of its model, a stacking method's bases
+included (``build``, ``stack_context``)."""
 
 from __future__ import annotations
 

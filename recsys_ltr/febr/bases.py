@@ -115,7 +115,7 @@ def check_bases(bases) -> None:
 
 
 def named_bases(bases) -> list[tuple[str, Recommender]]:
-    """``(name, recommender)`` of each of a list of ``bases`` (checked by :func:`check_bases`): a
+    """``(name, recommender)`` of each of a list of ``bases`` (checked by ``check_bases``): a
     pair's own name, a bare recommender its class's (``ItemKNN``; ``ItemKNN<j>`` at place ``j`` when
     an earlier base has it)."""
     named = []
@@ -177,10 +177,10 @@ def pool_user_limit(training_users, n_items, n_bases, n_parts):
 
 
 def training_pool(specs, names, X, holdout, exclude_top, candidates, training_users, rng, stage, never) -> Pool:
-    """FEBR's training pool: ``X`` split into label parts (:func:`~recsys_ltr.split.label_parts`),
+    """FEBR's training pool: ``X`` split into label parts (``recsys_ltr.split.label_parts``),
     the heads of at most ``training_users`` label users of each part (``"auto"``: as many as keep
     the parts' base scores within :data:`POOL_SCORES` values; ``None``: all) under the bases fitted
-    on its feature part (:func:`pools_of_label_parts`).  A pool where no user has a label and a
+    on its feature part (``pools_of_label_parts``).  A pool where no user has a label and a
     non-label in its head is refused before any training."""
     parts = label_parts(X, holdout, rng, exclude_top)
     limit = pool_user_limit(training_users, X.shape[1], len(specs), len(parts))
@@ -197,7 +197,7 @@ def training_pool(specs, names, X, holdout, exclude_top, candidates, training_us
 
 
 def fit_stack(specs, names, X, candidates, never, stage) -> Stack:
-    """The stack FEBR predicts with: the bases fitted on ``X`` (:func:`fit_on`) and their context
+    """The stack FEBR predicts with: the bases fitted on ``X`` (``fit_on``) and their context
     statistics there."""
     bases = fit_on(specs, names, X, stage)
     return Stack(bases, context_statistics(bases, X, sample_users_trusted(X, STAT_USERS)), candidates, never)

@@ -15,7 +15,7 @@ one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spe
 metric, a callback per checkpoint); :class:`OptADGRecommender` what both estimators share: their
 parameters (:data:`OPTADG_PARAMETERS`, declared once), the validation carved out of ``X`` when none
 is given and the refit on all of ``X``.  The label holdout (a training label must not be among the
-data its features were computed from) is :func:`recsys_ltr.split.label_parts`.  A subclass makes
+data its features were computed from) is ``recsys_ltr.split.label_parts``.  A subclass makes
 the features and the scorer (``_train``), and the prediction-time state (``_refit``).
 
 Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts ``(u, i+)`` samples
