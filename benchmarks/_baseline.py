@@ -33,7 +33,9 @@ def checkout(ref: str):
 def fresh_process(code: str, path: Path, env: dict | None = None, cold: bool = False) -> str:
     """Standard output of ``python -c code`` run from ``path`` (this checkout or a :func:`checkout`),
     with ``env`` added; ``cold``: an empty numba cache (the first contact of a new user)."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(path), "RECSYS_LTR_COMPILE_NOTICE": "0"}
+    inherited = os.environ.get("PYTHONPATH")  # after the checkout: its own package first
+    env = {**os.environ, **(env or {}), "RECSYS_LTR_COMPILE_NOTICE": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(path), inherited]) if inherited else str(path)
     with tempfile.TemporaryDirectory() as cache:
         if cold:
             env["NUMBA_CACHE_DIR"] = cache
