@@ -311,3 +311,27 @@ def test_similar_items_same_in_small_chunks(monkeypatch, model):
     for a, b in zip(whole, chunked):
         np.testing.assert_array_equal(a, b)
     assert np.all(whole[0] != items[:, None])  # never the item itself
+
+
+def test_als_warns_when_its_input_looks_like_raw_counts():
+    """The decision is about the median stored value (RAW_COUNT_MEDIAN): binary input and counts whose
+    median is small stay quiet, a few huge counts included; counts with a larger median warn, naming
+    the remedy, at the caller's line."""
+    import warnings
+
+    from recsys_ltr.models.factorization import RAW_COUNT_MEDIAN
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 40, density=0.2, random_state=0, format="csr")
+    X.data[:] = 1.0
+    quiet = X.copy()
+    quiet.data = np.where(rng.random(X.nnz) < 0.45, 10_000.0, RAW_COUNT_MEDIAN)  # median at the threshold
+    loud = X.copy()
+    loud.data = np.full(X.nnz, RAW_COUNT_MEDIAN + 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for data in (X, quiet):
+            ALS(factors=2, iterations=1, num_threads=1).fit(data)
+    with pytest.warns(UserWarning, match=r"median is 11: raw counts .*log_weight") as caught:
+        ALS(factors=2, iterations=1, num_threads=1).fit(loud)
+    assert caught[0].filename == __file__

@@ -17,6 +17,7 @@ SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.nam
 
 #: Each script's small settings (every script is listed: a new one must say how it runs small).
 SMOKE = {
+    "als_counts.py": [],
     "bench_anchor_models.py": ["--runs", "1", "--skip-quality"],
     "bench_ease.py": ["--runs", "1", "--lapack-n", "64", "--gowalla-lams", "100", "--skip-peer"],
     "bench_eval.py": ["--runs", "1", "--ref-users", "20"],
