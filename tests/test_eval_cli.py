@@ -922,7 +922,8 @@ def test_cli_temporal_protocol(tmp_path, monkeypatch, capsys):
 
 
 def test_outside_a_terminal_the_run_logs_a_line_per_unit(tmp_path):
-    """stderr to a file (CI, nohup): the header, then a log line per stage and per finished unit."""
+    """stderr to a file (CI, nohup): the header, then one log line per finished unit (and the run's
+    own); ``--log-level INFO`` adds a line per stage."""
     log = tmp_path / "stderr.txt"
     command = [sys.executable, "-m", "recsys_ltr.eval", "--dataset", "synthetic", "--folds", "2"]
     command += ["--models", "popularity,item-p", "--out", str(tmp_path / "run")]
@@ -937,9 +938,15 @@ def test_outside_a_terminal_the_run_logs_a_line_per_unit(tmp_path):
         for method in ("popularity", "item-p"):
             assert any(f"{method} fold {fold} finished in " in line and "validation ADG 0." in line for line in units)
     assert any(re.search(r"item-p fold 0 finished in \d+\.\d s: k=\d+, validation ADG", line) for line in units)
+    logged = [line for line in lines if " INFO " in line]
+    assert all("recsys_ltr.eval.runner:" in line for line in logged) and len(logged) == len(units) + 1, logged
+    assert "| affinity | method |" in run.stdout
+    with open(log, "w") as stderr:  # --log-level INFO: every stage too
+        info = [*command, "--log-level", "info", "--no-cache"]
+        subprocess.run(info, stdout=subprocess.PIPE, stderr=stderr, env=env, timeout=600)
+    lines = log.read_text().splitlines()
     for stage in ("item-p fold 1: tuning on validation ADG", "item-p fold 1: tuned in ", "item-p fold 1: tested on "):
         assert any(stage in line for line in lines), stage
-    assert "| affinity | method |" in run.stdout
     # --log-level WARNING: the header only
     with open(log, "w") as stderr:
         subprocess.run(

@@ -22,8 +22,9 @@ reproducible only on one thread per job (e.g. ``--jobs`` equal to the number of 
 Messages: the header (standard error) says what runs -- the methods asked for and those added as
 the bases of a stacking method, and why --; a usage error is one line and a hint, the full usage
 only with ``--help``.  Outside a terminal (CI, nohup, a scheduler) the run logs its stages and each
-finished (method, fold) unit at ``INFO`` on standard error (``--log-level``; in a terminal the
-progress bar shows the progress and the level defaults to ``WARNING``).
+finished (method, fold) unit on standard error: one ``INFO`` line per unit (``--log-level INFO`` adds
+every stage of every unit and fit; in a terminal the progress bar shows the progress and the level
+defaults to ``WARNING``).
 """
 
 from __future__ import annotations
@@ -260,9 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=str.upper,
         choices=LOG_LEVELS,
         metavar="LEVEL",
-        help="what the run logs on standard error: INFO logs each stage and each finished (method, fold) unit; "
-        "default: INFO when standard error is not a terminal (CI, nohup, a scheduler), else WARNING (the progress "
-        f"bar shows the progress); one of {', '.join(LOG_LEVELS)}",
+        help="what the run logs on standard error: INFO logs each stage of each unit and fit; default: one line "
+        "per finished (method, fold) unit when standard error is not a terminal (CI, nohup, a scheduler), else "
+        f"WARNING (the progress bar shows the progress); one of {', '.join(LOG_LEVELS)}",
     )
     return p
 
@@ -414,13 +415,20 @@ class _ProgressHandler(logging.StreamHandler):
 
 
 def configure_logging(level):
-    """Log the package's records at ``level`` (None: ``INFO`` outside a terminal, else ``WARNING``)
-    on standard error for this run (``logging.basicConfig``, other libraries at ``WARNING``);
-    returns the function that restores the previous configuration."""
+    """Log the package's records at ``level`` on standard error for this run (``logging.basicConfig``,
+    other libraries at ``WARNING``); ``None``: in a terminal ``WARNING``, outside one the runner's line
+    per finished unit (its logger at ``INFO``, the rest of the package at ``WARNING``: the main job on
+    movielens-100k logs 70 lines instead of about 980).  Returns the function that restores the
+    previous configuration."""
+    units = logging.getLogger(run_experiment.__module__)
     if level is None:
-        level = "WARNING" if sys.stderr.isatty() else "INFO"
+        level = "WARNING"
+        units_level = logging.WARNING if sys.stderr.isatty() else logging.INFO
+    else:
+        units_level = logging.NOTSET
     root, package = logging.getLogger(), logging.getLogger("recsys_ltr")
-    saved = (list(root.handlers), root.level, package.level)
+    saved = (list(root.handlers), root.level, package.level, units.level)
+    units.setLevel(units_level)
     for h in saved[0]:  # set aside, not closed: an embedding application gets them back
         root.removeHandler(h)
     handler = _ProgressHandler()
@@ -434,6 +442,7 @@ def configure_logging(level):
             root.addHandler(h)
         root.setLevel(saved[1])
         package.setLevel(saved[2])
+        units.setLevel(saved[3])
 
     return restore
 
