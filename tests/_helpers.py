@@ -10,8 +10,7 @@ import signal
 import numpy as np
 import scipy.sparse as sp
 
-import recsys_ltr.febr
-import recsys_ltr.models
+import recsys_ltr.eval.methods
 from recsys_ltr._io import _digest, _header_digest
 from recsys_ltr.febr import FEBR, AffinityFEBR
 from recsys_ltr.models import (
@@ -26,7 +25,6 @@ from recsys_ltr.models import (
     ItemKNN,
     LightFMWARP,
     Popularity,
-    Recommender,
     RP3beta,
     UserKNN,
 )
@@ -205,14 +203,7 @@ def resave(dst, **arrays):
 def exported_recommenders() -> set[str]:
     """Class names of every recommender the package exports (:mod:`recsys_ltr.models`,
     :mod:`recsys_ltr.febr`); LightFMWARP only when its optional extra is installed."""
-    names = {
-        name
-        for module in (recsys_ltr.models, recsys_ltr.febr)
-        for name in module.__all__
-        if isinstance(getattr(module, name), type)
-        and issubclass(getattr(module, name), Recommender)
-        and getattr(module, name) is not Recommender
-    }
+    names = set(recsys_ltr.eval.methods.exported_recommenders())
     return names if importlib.util.find_spec("lightfm") else names - {"LightFMWARP"}
 
 

@@ -330,21 +330,28 @@ METHODS: dict[str, Method] = {
 NO_ROW = {"ContentItemKNN": "needs the items' content (an affinity over their features)"}
 
 
-def _rows_at_defaults(methods: dict) -> dict:
-    """A row for every recommender :mod:`recsys_ltr.models` and :mod:`recsys_ltr.febr` export that no
-    method builds yet (but :data:`NO_ROW`), at its defaults and untuned: a model added to the package
-    is on the command line by itself, until a tuned row of its own replaces this one."""
+def exported_recommenders() -> dict[str, type]:
+    """``{name: class}`` of every recommender :mod:`recsys_ltr.models` and :mod:`recsys_ltr.febr` export."""
     from .. import febr, models
 
+    classes = {name: getattr(module, name) for module in (models, febr) for name in module.__all__}
+    return {
+        name: cls
+        for name, cls in classes.items()
+        if isinstance(cls, type) and issubclass(cls, models.Recommender) and cls is not models.Recommender
+    }
+
+
+def _rows_at_defaults(methods: dict) -> dict:
+    """A row for every exported recommender (:func:`exported_recommenders`) that no method builds yet
+    (but :data:`NO_ROW`), at its defaults and untuned: a model added to the package is on the command
+    line by itself, until a tuned row of its own replaces this one."""
     built = {getattr(m.factory, "func", m.factory) for m in methods.values()}
     rows = {}
-    for module in (models, febr):
-        for name in module.__all__:
-            cls = getattr(module, name)
-            exported = isinstance(cls, type) and issubclass(cls, models.Recommender) and cls is not models.Recommender
-            if exported and cls not in built and name not in NO_ROW:
-                seeded = "random_state" in inspect.signature(cls).parameters
-                rows[name] = Method(name, _model(cls), seeded=seeded, description=f"{name}() at its defaults")
+    for name, cls in exported_recommenders().items():
+        if cls not in built and name not in NO_ROW:
+            seeded = "random_state" in inspect.signature(cls).parameters
+            rows[name] = Method(name, _model(cls), seeded=seeded, description=f"{name}() at its defaults")
     return rows
 
 

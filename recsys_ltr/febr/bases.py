@@ -102,9 +102,11 @@ def check_bases(bases) -> None:
     if not isinstance(bases, (list, tuple)) or not bases:
         raise TypeError(f"bases must be 'auto' or a non-empty list of recommenders, got {bases!r}")
     for entry in bases:
-        model = entry[1] if isinstance(entry, tuple) and len(entry) == 2 else entry
-        if isinstance(entry, tuple) and not (isinstance(entry[0], str) and entry[0]):
-            raise TypeError(f"a named base must be a (non-empty str, recommender) pair, got {entry!r}")
+        model = entry
+        if isinstance(entry, tuple):
+            if len(entry) != 2 or not (isinstance(entry[0], str) and entry[0]):
+                raise TypeError(f"a named base must be a (non-empty str, recommender) pair, got {entry!r}")
+            model = entry[1]
         if not isinstance(model, Recommender):
             raise TypeError(f"bases must be 'auto' or a non-empty list of recommenders, got {entry!r} in it")
         if isinstance(model, OptADGRecommender):

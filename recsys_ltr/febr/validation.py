@@ -171,17 +171,18 @@ def draw_samples(stack: Stack, X, validation, most, metric, rng, num_threads, te
     limit = rows_per_block(8 * X.shape[1], CACHE_BYTES)
     if most is not None:
         limit = min(limit, most)
-    n = np.count_nonzero(np.diff(validation.indptr))
-    half = n // 2 if n - limit < MIN_CONFIRMATION_USERS <= n // 2 else limit
+    with_validation = np.flatnonzero(np.diff(validation.indptr))
+    n = with_validation.size
+    size = n // 2 if n - limit < MIN_CONFIRMATION_USERS <= n // 2 else limit
 
     def sample(size, exclude=None):
         users = sample_users_trusted(validation, size, rng, exclude)
         return ValidationScores(stack, X, validation, users, metric, num_threads)
 
-    selection = sample(half)
+    selection = sample(size)
     if not tests:
         return Samples(selection, None, False)
-    others = np.setdiff1d(np.flatnonzero(np.diff(validation.indptr) > 0), selection.users)
+    others = np.setdiff1d(with_validation, selection.users)
     if others.size < MIN_CONFIRMATION_USERS:
         return Samples(selection, selection, True)
     return Samples(selection, sample(limit, exclude=selection.users), False)

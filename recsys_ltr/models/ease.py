@@ -179,7 +179,7 @@ class EASE(Recommender):
 
     def _prepare(self):
         super()._prepare()
-        self._weights = _DenseWeights(self.B_) if self.factor_ is None else _SparseWeights(self.factor_)
+        self._weights = _DenseWeights(self.B_) if self.solver_ == "dense" else _SparseWeights(self.factor_)
 
     # ------------------------------------------------------------------ scoring
     def _score_rows(self, rows, ids, recalculate):
