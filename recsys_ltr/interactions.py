@@ -357,6 +357,79 @@ class Interactions:
         out.item_features, out.item_feature_names = _check_features(F, feature_names, self.n_items)
         return out
 
+    def append(self, other: Interactions) -> Interactions:
+        """This data with the positives of ``other`` added (new events of a log), for
+        :meth:`partial_fit`.
+
+        Known users and items keep their internal index; the new ones of ``other`` follow, in
+        ``other``'s order.  A pair in both keeps the sum of its weights (its events add up) and the
+        later time.  Both or neither must have timestamps; item features are kept when ``other``
+        brings no new item.
+        """
+        if not isinstance(other, Interactions):
+            raise TypeError(f"other must be an Interactions, got {type(other).__name__}")
+        if (self.timestamps is None) != (other.timestamps is None):
+            raise ValueError("one of the two Interactions has timestamps and the other not: give both or neither")
+        user_ids, rows = _extended(self._user_index, other.user_ids, "user ids")
+        item_ids, cols = _extended(self._item_index, other.item_ids, "item ids")
+        if self.item_features is not None and item_ids.size > self.n_items:
+            raise ValueError(
+                f"other brings {item_ids.size - self.n_items} new item(s) and this data has item features: "
+                "append to the data without features, then call with_item_features on the result"
+            )
+        X, Y = self.matrix, other.matrix
+        u = np.concatenate(
+            [
+                np.repeat(np.arange(self.n_users), np.diff(X.indptr)),
+                rows[np.repeat(np.arange(other.n_users), np.diff(Y.indptr))],
+            ]
+        )
+        i = np.concatenate([X.indices, cols[Y.indices]])
+        shape = (user_ids.size, item_ids.size)
+        summed = sp.coo_matrix((np.concatenate([self.weights, other.weights]), (u, i)), shape=shape).tocsr()
+        summed.sort_indices()
+        times = None
+        if self.timestamps is not None:
+            times = _latest_per_pair(u, i, shape[1], np.concatenate([self.timestamps, other.timestamps]))
+        out = Interactions(summed, user_ids, item_ids, timestamps=times)
+        if self.item_features is not None:
+            out.item_features, out.item_feature_names = self.item_features, self.item_feature_names
+        return out
+
+    def partial_fit(self, model, other, *, weighted=False) -> Interactions:
+        """Append ``other`` (:meth:`append`) and update ``model``, fitted on this data, without a refit.
+
+        The new items are re-learnt first, from their users known to the model
+        (``model.partial_fit_items``), then every user of ``other`` from the full grown row
+        (``model.partial_fit_users``); a model that cannot raises ``NotImplementedError``.  ``weighted``: give the model the rows' ``weights`` (fit it on
+        ``weighted_matrix`` then) instead of the binary ``matrix``.  Returns the grown data, whose
+        :meth:`recommend` then answers the new users from the updated model.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from recsys_ltr import Interactions
+        >>> from recsys_ltr.models import ItemKNN
+        >>> data = Interactions.from_dataframe(pd.DataFrame({"user": ["ann", "ann", "bob", "bob", "cy"],
+        ...                                                  "item": ["a", "b", "a", "c", "b"]}))
+        >>> model = ItemKNN(k=2).fit(data.matrix)
+        >>> new = Interactions.from_dataframe(pd.DataFrame({"user": ["dora"], "item": ["c"]}))
+        >>> data = data.partial_fit(model, new)
+        >>> data.recommend(model, ["dora"], N=1)
+           user item     score  rank
+        0  dora    a  0.707107     1
+        """
+        self._check_model(model)
+        check_bool(weighted, "weighted")
+        grown = self.append(other)
+        M = grown.weighted_matrix if weighted else grown.matrix
+        new_items = np.arange(model.n_items_, grown.n_items)
+        if new_items.size:
+            model.partial_fit_items(new_items, M[: model.n_users_, model.n_items_ :].T.tocsr())
+        users = grown.user_index(other.user_ids)
+        model.partial_fit_users(users, M[users])
+        return grown
+
     # ------------------------------------------------------------------ views
     @property
     def shape(self) -> tuple[int, int]:
@@ -702,6 +775,12 @@ def _factorize(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     if np.any(codes < 0):
         raise ValueError(f"{name} contains missing ids (NaN/None)")
     uniques = np.asarray(uniques)
+    _check_one_type(uniques, name)
+    return codes, uniques
+
+
+def _check_one_type(uniques: np.ndarray, name: str) -> None:
+    """Distinct ids of several types that print alike are an error (2 and "2" from two files)."""
     if uniques.dtype == object and pd.api.types.infer_dtype(uniques, skipna=False) not in ("string", "bytes"):
         # ids of several types: two that print alike are one id misread (2 and "2" from two files)
         spelled = pd.Series(uniques).map(repr).str.strip("'\"")
@@ -712,7 +791,23 @@ def _factorize(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
                 f"{name} holds ids of different types that read the same ({shown}): they would be different "
                 "users or items; convert the column to one type (e.g. .astype(str))"
             )
-    return codes, uniques
+
+
+def _extended(index: pd.Index, ids: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of ``index`` followed by those of ``ids`` it lacks (in their order), and the position
+    of each of ``ids`` in that list."""
+    positions = index.get_indexer(ids)
+    new = positions < 0
+    grown = np.concatenate([index.to_numpy(dtype=object), ids[new].astype(object)])
+    if new.any():
+        _check_one_type(pd.unique(grown), name)
+        grown = (
+            grown
+            if index.dtype == object or ids.dtype == object
+            else grown.astype(np.result_type(index.dtype, ids.dtype))
+        )
+    positions[new] = len(index) + np.arange(int(new.sum()))
+    return grown, positions
 
 
 def _id_array(ids, n: int, name: str) -> np.ndarray:

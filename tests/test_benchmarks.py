@@ -42,6 +42,7 @@ SMOKE = {
     "fuzz_campaign.py": ["--cases", "10", "--families", "values,cache", "--boundscheck", "2", "--jobs", "1", "--batch", "50"],
     "gowalla_bspm.py": [],
     "gowalla_febr.py": ["--threads", "1"],
+    "updates.py": ["--models", "ALS,ItemKNN,EASE"],
     "in_practice_costs.py": ["--sizes", "small", "--models", "Popularity", "--repeats", "1", "--out", "{tmp}/costs"],
 }  # fmt: skip
 #: Peers of the ``bench`` extra (pyproject.toml): a script needing one that is absent is skipped.

@@ -28,6 +28,7 @@ from .._threads import check_num_threads, numba_threads
 from .._validation import check_ids, check_positive_int, check_real
 from ..ltr.trees import TREE_STATE, check_lambdamart_params, load_tree_state, set_tree_state
 from ..models.base import Recommender
+from ..models.updates import Update
 from .bases import check_bases, fit_stack, named_bases, resolve_bases, training_pool
 from .scoring import Linear, compose, head_key, pool_problem, tail_scores
 from .stacking import BaseFeatures, Stack, feature_names, n_features, z_column
@@ -309,6 +310,17 @@ show_progress :
             specs = resolve_bases(self.bases, X.shape, self.num_threads)[1]
             stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
             self._set_stack(fit_stack(specs, self.base_names_, X, self.candidates, self.excluded_items_, stage))
+
+    def _update(self, kind, ids, M, grown) -> Update:
+        """Users are re-learnt by every base (the scorer, the tail and the context are kept); a base
+        that cannot raises before any changes.  Items: the context's popularity and the never-candidates
+        are of the fitted catalogue."""
+        if kind == "item":
+            raise NotImplementedError(
+                "FEBR cannot add or re-learn items without a refit (its context statistics and scorer are of "
+                "the fitted catalogue): refit it on the grown matrix"
+            )
+        return Update(self, grown, {}, tuple(base._update(kind, ids, M, grown) for base in self.bases_))
 
     # ------------------------------------------------------------------ state
     def _set_stack(self, stack: Stack):

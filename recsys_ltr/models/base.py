@@ -45,6 +45,7 @@ from .._validation import (
     check_weighted,
 )
 from .answers import Answers
+from .updates import Update, check_update, replace_columns, replace_rows
 
 __all__ = ["Recommender"]
 
@@ -220,6 +221,69 @@ class Recommender(Answers, Persistable, BaseEstimator):
         ids = check_ids(user_ids, self.n_users_, "user_ids")
         with numba_threads(self.num_threads):
             return self._score_rows(self.user_items_[ids], ids, False)
+
+    # ------------------------------------------------------------------ updates without a refit
+    def partial_fit_users(self, userids, user_items):
+        """Re-learn users from their full rows without a refit (implicit's ``partial_fit_users``).
+
+        ``user_items`` (sparse, ``len(userids) x n_items_``, read as :meth:`fit` reads ``X``) holds
+        the whole history of each of ``userids``: a known id's row is replaced, new ids
+        (``n_users_``, ``n_users_ + 1``, ... in any order) grow the model.  Only these users'
+        parameters are re-learnt, the rest of the model is kept (:mod:`recsys_ltr.models.updates`
+        says what each model re-learns); a model that cannot raises ``NotImplementedError`` and is
+        left unchanged.  New items come first, by :meth:`partial_fit_items`; no ids: nothing to do.
+        Returns ``self``.
+        """
+        return self._partial_fit("user", userids, user_items)
+
+    def partial_fit_items(self, itemids, item_users):
+        """Re-learn items from their full columns without a refit (implicit's ``partial_fit_items``).
+
+        ``item_users`` (sparse, ``len(itemids) x n_users_``) holds the users of each of
+        ``itemids``; new ids (``n_items_``, ...) grow the catalogue.  As :meth:`partial_fit_users`
+        with users and items swapped.  Returns ``self``.
+        """
+        return self._partial_fit("item", itemids, item_users)
+
+    def _partial_fit(self, kind, ids, matrix):
+        self._check_fitted()
+        n, width = (self.n_users_, self.n_items_) if kind == "user" else (self.n_items_, self.n_users_)
+        ids = check_update(ids, n, kind)
+        if ids.size == 0:  # an empty batch of a pipeline: nothing to re-learn
+            return self
+        name = "user_items" if kind == "user" else "item_users"
+        M = self._check_input(matrix, name, allow_empty=True)
+        if M.shape != (ids.size, width):
+            other = "items" if kind == "user" else "users"
+            first = " (new items first: partial_fit_items)" if kind == "user" else ""
+            raise ValueError(
+                f"{name} must have one row per id of {kind}ids and the model's n_{other}_ columns: "
+                f"({ids.size}, {width}), got {M.shape}{first}"
+            )
+        grow = replace_rows if kind == "user" else replace_columns
+        with numba_threads(self.num_threads):
+            self._update(kind, ids, M, grow(self.user_items_, ids, M)).apply()
+        return self
+
+    def _update(self, kind, ids, M, grown) -> Update:
+        """The re-learnt state of ``ids`` (``kind`` ``"user"`` or ``"item"``) given their rows or
+        columns ``M`` and the ``grown`` training matrix, not applied yet."""
+        state = self._users_state(ids, M, grown) if kind == "user" else self._items_state(ids, M, grown)
+        return Update(self, grown, state)
+
+    def _users_state(self, ids, rows, grown) -> dict:
+        """Fitted attributes re-learnt for users ``ids``: none for an item-based model (a user is
+        its row)."""
+        if self.item_based:
+            return {}
+        raise NotImplementedError(f"{type(self).__name__} learns its users only by fit: refit it on the grown matrix")
+
+    def _items_state(self, ids, cols, grown) -> dict:
+        """Fitted attributes re-learnt for items ``ids`` from their columns ``cols``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot re-learn items without a refit (its item parameters are "
+            "learnt together): refit it on the grown matrix"
+        )
 
     # ------------------------------------------------------------------ persistence
     def _load_state(self, state, specs):

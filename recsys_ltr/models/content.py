@@ -84,6 +84,12 @@ class ContentItemKNN(ItemKNN):
             raise ValueError(f"k={k} exceeds the affinity's k_max={A.k_max}")
         self.item_affinity_ = A
 
+    def _items_state(self, ids, cols, grown):
+        raise NotImplementedError(
+            "ContentItemKNN's item neighbours come from item content, not from the items' users: refit it with "
+            "an affinity over the grown catalogue"
+        )
+
     def __sklearn_clone__(self):
         """An unfitted copy that keeps the given ``affinity`` (fitted: it is content data, like the
         training matrix, not a setting): ``clone`` would refit nothing and drop its ``affinity_``."""

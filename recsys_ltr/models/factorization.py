@@ -231,17 +231,30 @@ class ALS(_Implicit):
     def _fold_in(self, rows):
         return _fold_in(rows, self.item_factors_, self.gram_, self._param("regularization"), self._param("alpha"))
 
+    def _fold_in_items(self, cols):
+        """The fold-in with users and items swapped: item factors from their user columns."""
+        U = self.user_factors_
+        return _fold_in(cols, U, U.T @ U, self._param("regularization"), self._param("alpha"))
+
     def _recalculated_item_rows(self, cols):
-        """Cosine of the items folded in from their users (the fold-in with users and items swapped)."""
-        V = _fold_in(
-            cols,
-            self.user_factors_,
-            self.user_factors_.T @ self.user_factors_,
-            self._param("regularization"),
-            self._param("alpha"),
-        )
-        E = _unit_rows(self.item_factors_)
-        return _unit_rows(V) @ E.T
+        """Cosine of the items folded in from their users."""
+        return _unit_rows(self._fold_in_items(cols)) @ _unit_rows(self.item_factors_).T
+
+    def _users_state(self, ids, rows, grown):
+        """implicit's ``partial_fit_users``: the users folded in, the item factors kept."""
+        return {"user_factors_": _set_rows(self.user_factors_, ids, self._fold_in(rows), grown.shape[0])}
+
+    def _items_state(self, ids, cols, grown):
+        """implicit's ``partial_fit_items``: the items folded in, the user factors kept."""
+        return {"item_factors_": _set_rows(self.item_factors_, ids, self._fold_in_items(cols), grown.shape[1])}
+
+
+def _set_rows(F, ids, values, n):
+    """A copy of the factors ``F`` grown to ``n`` rows, rows ``ids`` set to ``values``."""
+    out = np.zeros((n, F.shape[1]))
+    out[: F.shape[0]] = F
+    out[ids] = values
+    return out
 
 
 def _fold_in(rows, V, gram, regularization, alpha):

@@ -22,14 +22,16 @@ from sklearn.base import clone
 from .._topk import sparse_dense_product
 from .._validation import check_positive_int
 from ..neighbors.affinity import (
+    Affinity,
     HoldsAffinities,
     cosine_affinity_trusted,
     kunn_affinity_trusted,
     kunn_counts,
     kunn_weights,
 )
-from ..neighbors.knn import check_k, cosine_rows, knn_index_trusted, knn_query_trusted
+from ..neighbors.knn import check_k, cosine_rows, knn_index_trusted, knn_query_trusted, side_matrix
 from .base import Recommender
+from .updates import replace_rows
 
 __all__ = ["KUNN", "ItemKNN", "PrefixK", "UserKNN"]
 
@@ -82,6 +84,20 @@ class _Neighborhood(PrefixK, HoldsAffinities, Recommender):
 
     def _item_affinity(self):
         return self.item_affinity_ if self.uses_items else super()._item_affinity()
+
+    def _users_state(self, ids, rows, grown):
+        return self._relearnt("user", ids, grown) if self.uses_users else {}
+
+    def _items_state(self, ids, cols, grown):
+        return self._relearnt("item", ids, grown) if self.uses_items else {}
+
+    def _relearnt(self, side, ids, grown) -> dict:
+        """The ``side``'s affinity with the rows ``ids`` computed against the ``grown`` matrix
+        (the rows a refit computes for them), the other rows kept."""
+        A = getattr(self, f"{side}_affinity_")
+        M = side_matrix(grown, side)
+        rows = knn_query_trusted(knn_index_trusted(M, self._weights_of(M)), M[ids], A.k_max, ids, self.num_threads)
+        return {f"{side}_affinity_": Affinity.trusted(replace_rows(A.matrix, ids, rows), A.k_max, A.kind, side)}
 
     def _check_params(self):
         super()._check_params()

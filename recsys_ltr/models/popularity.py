@@ -42,6 +42,9 @@ class Popularity(Recommender):
     def _fit(self, X):
         pass
 
+    def _items_state(self, ids, cols, grown):
+        return {}  # the popularity is derived from the grown matrix
+
     def _score_rows(self, rows, ids, recalculate):
         return np.repeat(self.item_popularity_[None, :], rows.shape[0], axis=0)
 
