@@ -370,6 +370,39 @@ def top_k_factor_product(U, VT, secondary, ex_indptr, ex_indices, excluded, tile
 
 
 @njit(parallel=True, cache=True)
+def top_k_candidates(U, V, candidates, secondary, ex_indptr, ex_indices, excluded, out_ids, out_scores):
+    """:func:`top_k_dense` of row ``r``'s scores ``U[r] . V[c]`` over its ``candidates[r]`` alone
+    (item ids, ``-1`` for none; e.g. an approximate index's): the same skips, order and padding.
+    Inputs are trusted (ids in range, shapes matching)."""
+    n_out = out_ids.shape[1]
+    k = candidates.shape[1]
+    if n_out == 0:
+        return
+    for r in prange(U.shape[0]):
+        skip = excluded.copy()
+        _flag_row(skip, ex_indptr, ex_indices, r, excluded, True)
+        items = np.sort(candidates[r])  # a tie between positions is then one between smaller ids
+        scores = np.full(k, -np.inf)
+        second = np.zeros(k)
+        heap = np.empty(n_out, np.int64)
+        size = ZERO
+        for j in range(k):
+            c = items[j]
+            if c < 0 or skip[c] or (j > 0 and c == items[j - 1]):
+                continue
+            scores[j] = np.dot(U[r], V[c])
+            second[j] = secondary[c]
+            size = heap_offer(heap, size, j, scores, second)
+        heap_sort_best_first(heap, size, scores, second)
+        for t in range(size):
+            out_ids[r, t] = items[heap[t]]
+            out_scores[r, t] = scores[heap[t]]
+        for t in range(size, n_out):
+            out_ids[r, t] = -1
+            out_scores[r, t] = -np.inf
+
+
+@njit(parallel=True, cache=True)
 def top_k_sparse(indptr, indices, data, positive_only, skip_diagonal, out_ids, out_count):
     """Best ``out_ids.shape[1]`` stored entries of every row of a CSR matrix with sorted indices
     (value descending, ties by smaller column), non-zero values only (``positive_only``: > 0);

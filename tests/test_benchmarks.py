@@ -43,6 +43,7 @@ SMOKE = {
     "gowalla_bspm.py": [],
     "gowalla_febr.py": ["--threads", "1"],
     "updates.py": ["--models", "ALS,ItemKNN,EASE"],
+    "ann_topn.py": ["--runs", "1", "--nprobe", "4"],
     "in_practice_costs.py": ["--sizes", "small", "--models", "Popularity", "--repeats", "1", "--out", "{tmp}/costs"],
 }  # fmt: skip
 #: Peers of the ``bench`` extra (pyproject.toml): a script needing one that is absent is skipped.
