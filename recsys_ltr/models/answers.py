@@ -94,22 +94,30 @@ class Answers:
         >>> model.recommend(0, user_items=row, N=3)[0]
         array([29,  4, 51], dtype=int32)
         """
+        rows, ids, liked, excluded, n_out = self._recommend_inputs(
+            userid, user_items, N, filter_already_liked_items, filter_items, recalculate_user, items
+        )
+        # without recalculation a user-based model scores from the stored training rows
+        scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
+        with numba_threads(self.num_threads):
+            scores = self._scores_of(scored, ids, recalculate_user)
+            found = top_n(scores, self.item_popularity_, liked, excluded, n_out, self.num_threads)
+        return unpad(*found) if np.ndim(userid) == 0 else found
+
+    def _recommend_inputs(self, userid, user_items, N, filter_already_liked_items, filter_items, recalculate, items):
+        """:meth:`recommend`'s arguments checked: ``(rows, ids, liked, excluded, n_out)``, the users'
+        rows and ids, the rows left out (empty without ``filter_already_liked_items``), the mask of
+        the excluded items and the length of the answers."""
         self._check_fitted()
         N = check_positive_int(N, "N")
         filter_already_liked_items = check_bool(filter_already_liked_items, "filter_already_liked_items")
-        recalculate_user = check_bool(recalculate_user, "recalculate_user")
-        rows, ids = self._user_rows(userid, user_items, recalculate_user)  # checks userid first
-        scalar = np.ndim(userid) == 0
-        # without recalculation a user-based model scores from the stored training rows
-        scored = rows if self.item_based or recalculate_user else self.user_items_[ids]
+        recalculate = check_bool(recalculate, "recalculate_user")
+        rows, ids = self._user_rows(userid, user_items, recalculate)  # checks userid first
         excluded = check_item_selection(filter_items, items, self.n_items_, "items")
         # canonical int32 CSR either way (rows are checked at the boundary): the kernels take its arrays as they are
         liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape, dtype=np.float64)
         n_out = min(N, self.n_items_ if items is None else int(np.count_nonzero(~excluded)))
-        with numba_threads(self.num_threads):
-            scores = self._scores_of(scored, ids, recalculate_user)
-            found = top_n(scores, self.item_popularity_, liked, excluded, n_out, self.num_threads)
-        return unpad(*found) if scalar else found
+        return rows, ids, liked, excluded, n_out
 
     def _scores_of(self, rows, ids, recalculate):
         """The scores of ``rows`` as :mod:`~recsys_ltr.models.ranking` ranks them: a non-negative

@@ -25,12 +25,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._memory import rows_per_block
 from .._threads import check_num_threads, numba_threads
 from .._topk import top_k_candidates
-from .._validation import check_bool, check_item_selection, check_positive_int
+from .._validation import check_positive_int
 from .factorization import _Factorization
 from .ranking import ID_DTYPE, Factors, top_n, unpad
 
@@ -121,13 +120,9 @@ class ApproximateTopN:
         arguments, checks and answers (``(ids, scores)``, 1-D for a scalar ``userid``, padded with
         ``-1`` / ``-inf``), the candidates from the index."""
         model = self.model
-        N = check_positive_int(N, "N")
-        filter_already_liked_items = check_bool(filter_already_liked_items, "filter_already_liked_items")
-        recalculate_user = check_bool(recalculate_user, "recalculate_user")
-        rows, ids = model._user_rows(userid, user_items, recalculate_user)
-        excluded = check_item_selection(filter_items, items, model.n_items_, "items")
-        liked = rows if filter_already_liked_items else sp.csr_matrix(rows.shape, dtype=np.float64)
-        n_out = min(N, int(np.count_nonzero(~excluded)))
+        rows, ids, liked, excluded, n_out = model._recommend_inputs(
+            userid, user_items, N, filter_already_liked_items, filter_items, recalculate_user, items
+        )
         with numba_threads(self.num_threads), self._threads():
             U = model._score_factors(rows, ids, recalculate_user)[0]
             found = self._top_n(np.ascontiguousarray(U), liked, excluded, n_out)
