@@ -83,7 +83,8 @@ def _one(name, method, samples):
             num_threads=THREADS,
         ).fit(train, validation=val)
         scorer = model
-        extra.update(samples=model.history_[-1]["iteration"], best_iteration=model.best_iteration_)
+        samples = max(h["iteration"] for h in model.history_ if isinstance(h["iteration"], int))
+        extra.update(samples=samples, best_iteration=model.best_iteration_)
     elif method == "ALS":
         from implicit.cpu.als import AlternatingLeastSquares
 

@@ -46,8 +46,9 @@ SMOKE = {
     "ann_topn.py": ["--runs", "1", "--nprobe", "4"],
     "in_practice_costs.py": ["--sizes", "small", "--models", "Popularity", "--repeats", "1", "--out", "{tmp}/costs"],
 }  # fmt: skip
-#: Peers of the ``bench`` extra (pyproject.toml): a script needing one that is absent is skipped.
-OPTIONAL = ("lightfm", "sparse_dot_topn", "lightgbm")
+#: Modules of optional extras (pyproject.toml: the ``bench`` extra's peers, ``ray``): a script
+#: needing one that is absent is skipped (the README's test command installs ``test`` alone).
+OPTIONAL = ("lightfm", "sparse_dot_topn", "lightgbm", "ray")
 
 
 def test_every_script_has_its_small_settings():
@@ -70,5 +71,5 @@ def test_benchmark_script_runs_small(script, tmp_path):
     )  # fmt: skip
     missing = re.findall(r"No module named '(\w+)", done.stderr)
     if done.returncode and missing and missing[-1] in OPTIONAL:
-        pytest.skip(f"{script} needs {missing[-1]}, a peer of the optional bench extra")
+        pytest.skip(f"{script} needs {missing[-1]}, of an optional extra")
     assert done.returncode == 0, done.stderr[-4000:]

@@ -90,8 +90,9 @@ show_progress :
     fallback_p : float in [0, 1] or None
         The trained scorer is kept only when it beats the tail alone on validation users held out
         from the early stopping: a positive mean gain (of ``validation_metric``) that a one-sided
-        paired Wilcoxon test finds at ``p < fallback_p`` (the signed-rank test alone can favour a
-        scorer that lifts most users a little and loses more on a few); else FEBR ranks as the tail.
+        paired t-test finds at ``p < fallback_p`` (a test of the mean, the value compared: a
+        signed-rank test can favour a scorer that lifts most users a little and loses more on a
+        few); else FEBR ranks as the tail.
         The same test decides which bases are tied with the best on every validation user: the
         tail is their mean when it is better there than the best alone.  With too few validation
         users to hold any out, the tail is one base: the best only when it beats the first of
@@ -121,8 +122,10 @@ show_progress :
         validation and ``fallback_p``; not saved).
     history_, best_iteration_ :
         OPT-ADG's records (:class:`~recsys_ltr.febr.training.OptADGRecommender`; record 0 holds
-        ``base_val_adg``, each base's validation ADG, or ``base_val_<metric>``) and the samples drawn
-        when the kept ``theta`` was reached.
+        ``base_val_adg``, each base's validation ADG, or ``base_val_<metric>``; the last, with
+        ``fallback_p``, the paired test: ``iteration="paired test"``, whether the scorer was
+        ``kept`` and ``stacked_gain_``) and the samples drawn when the kept ``theta`` was reached
+        (0 when FEBR fell back to the tail).
 
     Notes
     -----
@@ -259,10 +262,12 @@ show_progress :
         if samples is not None and samples.tests is not None:
             report_stage(bar, _log, "paired test against the tail")
             keep, self.stacked_gain_ = keep_scorer(samples.tests, self._scorer, self.tail_weights_, self.fallback_p)
-            if not keep:  # noise or a loss: the tail alone
+            self.history_.append({"iteration": "paired test", "kept": keep, **self.stacked_gain_})
+            if not keep:  # noise or a loss: the tail alone, reached before any sample
                 theta[:] = 0.0
                 self._start_at_tail(theta, scale)
                 set_tree_state(self, None)
+                self.best_iteration_ = 0
 
     def _draw_samples(self, X, validation, rng):
         """The validation samples of every decision (``None`` without validation)."""
