@@ -42,6 +42,7 @@ SMOKE = {
     "fuzz_campaign.py": ["--cases", "10", "--families", "values,cache", "--boundscheck", "2", "--jobs", "1", "--batch", "50"],
     "gowalla_bspm.py": [],
     "gowalla_febr.py": ["--threads", "1"],
+    "gowalla_split_shift.py": ["--users", "30", "--models", "GF-CF,user-p", "--febr"],
     "updates.py": ["--models", "ALS,ItemKNN,EASE"],
     "ann_topn.py": ["--runs", "1", "--nprobe", "4"],
     "in_practice_costs.py": ["--sizes", "small", "--models", "Popularity", "--repeats", "1", "--out", "{tmp}/costs"],
