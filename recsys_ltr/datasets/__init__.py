@@ -1,4 +1,5 @@
-"""Real data sets (registry, checksums, loaders) and the synthetic generator.
+"""Real data sets (registry, checksums, loaders) and the synthetic generators (``make_synthetic``:
+latent factors; ``make_tastes``: clustered tastes at pipeline scale, O(positives)).
 
 >>> from recsys_ltr import datasets
 >>> datasets.available()  # registered sets present in the data directory  # doctest: +SKIP
@@ -27,6 +28,7 @@ from ._registry import (
 from .letor import load_letor
 from .loaders import PRESPLIT, TIMESTAMPED, available, list_datasets, load, load_presplit
 from .synthetic import make_synthetic
+from .tastes import make_tastes
 
 __all__ = [
     "ENV_VAR",
@@ -43,6 +45,7 @@ __all__ = [
     "load_letor",
     "load_presplit",
     "make_synthetic",
+    "make_tastes",
     "missing_files",
     "resolve_data_dir",
     "search_dirs",
