@@ -111,8 +111,9 @@ def make_tastes(
         short = np.flatnonzero(have < want)
     users = codes // n_items
     by_draw = np.lexsort((when, users))  # each user's pairs in the order they were first drawn
+    owner = users[by_draw]
     start = np.concatenate(([0], np.cumsum(have)[:-1]))
-    kept = by_draw[np.arange(codes.size) - start[users[by_draw]] < want[users[by_draw]]]
+    kept = by_draw[np.arange(codes.size) - start[owner] < want[owner]]
     kept.sort()  # back to (user, item) order
     items = codes[kept] - users[kept] * n_items
     indptr = np.zeros(n_users + 1, np.int64)
