@@ -21,6 +21,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 __all__ = [
     "INDEX_DTYPE",
@@ -43,6 +44,7 @@ __all__ = [
     "check_sparse",
     "check_values",
     "check_weighted",
+    "stores_a_repeat",
 ]
 
 #: Index dtype of every canonical CSR matrix (``indices`` and ``indptr``).
@@ -220,6 +222,24 @@ def check_csr_structure(X, name: str) -> int:
     nnz = check_compressed(X.indptr, X.indices, shape[0], shape[1], name, "column index")
     check_values(_data_array(X.data, nnz, name), name, nonnegative=False)
     return nnz
+
+
+def stores_a_repeat(M, diagonal: bool = False) -> bool:
+    """Whether a CSR matrix whose structure is checked (:func:`check_csr_structure`) stores a column
+    twice in one row or, with ``diagonal``, a row's own index: one pass over its entries, O(nnz + n)."""
+    return _stores_a_repeat(M.indptr, M.indices, M.shape[1], diagonal)
+
+
+@njit(cache=True)
+def _stores_a_repeat(indptr, indices, n_cols, diagonal):
+    last_row = np.full(n_cols, -1, np.int64)  # the last row that stored each column
+    for row in range(indptr.size - 1):
+        for p in range(indptr[row], indptr[row + 1]):
+            j = indices[p]
+            if last_row[j] == row or (diagonal and j == row):
+                return True
+            last_row[j] = row
+    return False
 
 
 def _compressed_parts(X, shape, name):

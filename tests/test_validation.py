@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recsys_ltr._threads import check_num_threads
 from recsys_ltr._validation import (
@@ -11,6 +13,7 @@ from recsys_ltr._validation import (
     check_real,
     check_same_shape,
     check_scores,
+    stores_a_repeat,
 )
 
 
@@ -147,3 +150,15 @@ def test_check_feedback_rejects_malformed_csr(indices, indptr):
     X.data, X.indices, X.indptr = np.ones(2), np.array(indices, dtype=np.int32), np.array(indptr, dtype=np.int32)
     with pytest.raises(ValueError, match="malformed"):
         check_feedback(X)
+
+
+@pytest.mark.kernels
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_stores_a_repeat_equals_brute_force(data, n_rows, n_cols, diagonal):
+    rows = [data.draw(st.lists(st.integers(0, n_cols - 1), max_size=4)) for _ in range(n_rows)]
+    indptr = np.cumsum([0] + [len(r) for r in rows]).astype(np.int32)
+    indices = np.array([j for r in rows for j in r], np.int32)
+    M = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n_rows, n_cols))
+    expected = any(len(set(r)) < len(r) or (diagonal and i in r) for i, r in enumerate(rows))
+    assert stores_a_repeat(M, diagonal) == expected

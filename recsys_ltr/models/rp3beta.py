@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import check_positive_int, stores_a_repeat
 from ..neighbors.knn import check_k
 from ..neighbors.rp3beta import check_rp3beta_params, rp3beta_similarity_trusted, rp3beta_weights
 from .base import Recommender
@@ -106,6 +106,5 @@ class RP3beta(PrefixK, Recommender):
             raise ValueError(f"similarity_ must be {n} x {n}, got {S.shape}")
         if np.any(S.data <= 0):
             raise ValueError("similarity_ values must be positive")
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(S.indptr))
-        if np.unique(rows * n + S.indices).size != S.nnz or np.any(S.indices == rows):
+        if stores_a_repeat(S, diagonal=True):
             raise ValueError("similarity_ stores a neighbour twice in a row, or an item as its own neighbour")

@@ -38,7 +38,14 @@ import scipy.sparse as sp
 
 from .._io import register_csr_kind
 from .._progress import progress_enabled
-from .._validation import INDEX_DTYPE, check_csr_structure, check_feedback, check_positive_int, check_sparse
+from .._validation import (
+    INDEX_DTYPE,
+    check_csr_structure,
+    check_feedback,
+    check_positive_int,
+    check_sparse,
+    stores_a_repeat,
+)
 from .knn import check_block_size, check_k, self_knn_trusted, side_matrix, truncate_rows
 from .rp3beta import check_rp3beta_params, rp3beta_similarity_trusted, rp3beta_weights
 from .slim import check_slim_params, fit_slim
@@ -163,7 +170,7 @@ def _check_rows(matrix, k_max) -> sp.csr_matrix:
             (np.array(matrix.data[:nnz], np.float64), np.array(matrix.indices[:nnz], INDEX_DTYPE),
              np.array(matrix.indptr, INDEX_DTYPE)), shape=matrix.shape,
         )  # fmt: skip
-        if _has_duplicates(matrix):
+        if stores_a_repeat(matrix):
             raise ValueError("the affinity matrix stores a neighbour twice in one row")
     n = matrix.shape[0]
     if matrix.shape != (n, n):
@@ -174,12 +181,6 @@ def _check_rows(matrix, k_max) -> sp.csr_matrix:
     for a in (matrix.data, matrix.indices, matrix.indptr):
         a.flags.writeable = False
     return matrix
-
-
-def _has_duplicates(M) -> bool:
-    rows = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr))
-    keys = rows * M.shape[1] + M.indices
-    return np.unique(keys).size != keys.size
 
 
 def cosine_affinity(
