@@ -30,9 +30,10 @@ def checkout(ref: str):
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=True)
 
 
-def fresh_process(code: str, path: Path, env: dict | None = None, cold: bool = False) -> str:
+def fresh_process(code: str, path: Path, env: dict | None = None, cold: bool = False, timeout=None) -> str:
     """Standard output of ``python -c code`` run from ``path`` (this checkout or a :func:`checkout`),
-    with ``env`` added; ``cold``: an empty numba cache (the first contact of a new user)."""
+    with ``env`` added; ``cold``: an empty numba cache (the first contact of a new user); killed
+    after ``timeout`` seconds (``RuntimeError``)."""
     inherited = os.environ.get("PYTHONPATH")  # after the checkout: its own package first
     env = {**os.environ, **(env or {}), "RECSYS_LTR_COMPILE_NOTICE": "0"}
     env["PYTHONPATH"] = os.pathsep.join([str(path), inherited]) if inherited else str(path)
@@ -40,7 +41,12 @@ def fresh_process(code: str, path: Path, env: dict | None = None, cold: bool = F
         if cold:
             env["NUMBA_CACHE_DIR"] = cache
         # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=path)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=path, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"over the budget: stopped after {timeout:,.0f} s") from None
     if done.returncode:
         raise RuntimeError(f"subprocess failed ({path}):\n{done.stderr[-3000:]}")
     return done.stdout

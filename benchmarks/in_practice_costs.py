@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from _baseline import ROOT, fresh_process
+from _timing import high_water_kib, reset_peak
 from bench_febr import _file_mb
 
 SIZES = {  # name: (users, items, density)
@@ -90,8 +91,7 @@ def _one(path: str, model: str) -> dict:
     warm.fit(make_synthetic(300, 200, density=0.05, random_state=0).matrix).recommend(np.arange(10), N=10)
     del warm
     gc.collect()
-    Path("/proc/self/clear_refs").write_text("5")  # Linux: the high-water mark restarts at the current RSS
-    base = _high_water_kib()
+    base = reset_peak()
     estimator = eval(MODELS[model], names).set_params(num_threads=1, show_progress=False)
     if "random_state" in estimator.get_params():
         estimator.set_params(random_state=0)
@@ -101,17 +101,8 @@ def _one(path: str, model: str) -> dict:
     t0 = time.perf_counter()
     estimator.recommend(np.arange(min(SERVE_USERS, X.shape[0])), N=10)
     serve = time.perf_counter() - t0
-    peak = (_high_water_kib() - base) / 2**10  # MiB
+    peak = (high_water_kib() - base) / 2**10  # MiB
     return {"fit_s": fit, "serve_s": serve, "peak_mib": peak, "file_mb": _file_mb(estimator)}
-
-
-def _high_water_kib() -> int:
-    """This process's peak resident memory (KiB) since the last reset, ``VmHWM``: not ``ru_maxrss``,
-    which a forked child starts at its parent's resident size (so it hid the fits' peaks)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise OSError("no VmHWM in /proc/self/status (the benchmark measures memory on Linux)")
 
 
 def run(path: Path, model: str) -> dict:

@@ -43,6 +43,7 @@ SMOKE = {
     "gowalla_bspm.py": [],
     "gowalla_febr.py": ["--threads", "1"],
     "gowalla_split_shift.py": ["--users", "30", "--models", "GF-CF,user-p", "--febr"],
+    "scale_table.py": ["--sizes", "100k", "--users", "400", "--models", "ALS", "ItemKNN", "--out", "{tmp}/scale"],
     "tastes_catalogue.py": ["--users", "300", "--items", "120", "--models", "FEBR,ItemKNN", "--eval-users", "50"],
     "updates.py": ["--models", "ALS,ItemKNN,EASE"],
     "ann_topn.py": ["--runs", "1", "--nprobe", "4"],

@@ -1,0 +1,252 @@
+"""Every default model at pipeline scale: fit, serve every user, evaluate, save and load, at 100k,
+300k and 1M users, and how each cost grows with the positives.
+
+Data: :func:`recsys_ltr.datasets.make_tastes` (seed 0; 64 tastes, Zipf(1) orders, log-normal
+activity around 30 positives) at three sizes, the items a tenth of the users:
+
+* ``100k``: 100,000 users x 10,000 items (about 3M positives);
+* ``300k``: 300,000 users x 30,000 items (about 9M);
+* ``1m``: 1,000,000 users x 100,000 items (about 30M).
+
+A per-user 20% holdout (``split.holdout(val=0, test=0.2)``) gives the training matrix and the test
+positives; 10,000 test users are sampled (seeded).  Each model at its defaults (SLIM as ``SLIM(k=100)``,
+the sparse fsSLIM) runs in a fresh process on 2 threads: after a warm-up fit on a small matrix
+(numba loads its cached kernels) and the data loaded, it records
+
+* ``fit``: wall and CPU seconds (every thread), and the peak resident memory above the loaded data
+  (``VmHWM``, reset before each phase);
+* ``recommend``: :func:`~recsys_ltr.executors.recommend_users` of every training user, ``N=20``,
+  consumed block by block (the blocks are bounded: nothing of size users x N is kept), wall and CPU
+  seconds and peak;
+* ``evaluate``: ADG, MAP, Recall@20 and NDCG@20 of the 10,000 test users, wall and CPU seconds;
+* ``save`` / ``load``: seconds and the file's size.
+
+A model that refuses the fit (``MemoryError`` naming the bytes it needs) or runs past ``--budget``
+seconds gets that as its row.  Rows are appended to ``--out`` (JSON lines, the last row of a model
+and size wins), so sizes and models can be run apart; the table (``--out`` with ``.inc``, included
+by ``docs/in_practice.rst``) gives each size's rows and, for a model measured at two sizes or more,
+the growth exponent of each cost in the number of positives (least squares on logs).
+
+    NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/scale_table.py --sizes 100k 300k
+    PYTHONPATH=. python benchmarks/scale_table.py --sizes 1m --models ALS ItemKNN --budget 3600
+"""
+
+from __future__ import annotations
+
+import os
+
+THREADS = os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _baseline import ROOT, fresh_process
+from _timing import high_water_kib, reset_peak
+
+SIZES = {"100k": (100_000, 10_000), "300k": (300_000, 30_000), "1m": (1_000_000, 100_000)}
+MODELS = {
+    "ALS": "ALS()",
+    "BPR": "BPR()",
+    "ItemKNN": "ItemKNN()",
+    "UserKNN": "UserKNN()",
+    "KUNN": "KUNN()",
+    "RP3beta": "RP3beta()",
+    "EASE": "EASE()",
+    "GF-CF": "GFCF()",
+    "BSPM": "BSPM()",
+    "SLIM": "SLIM(k=100)",
+    "FEBR": "FEBR()",
+}
+METRICS = ("ADG", "MAP", "REC@20", "NDCG@20")
+EVAL_USERS = 10_000
+#: the costs whose growth is fitted, and their names in the table
+GROWTH = {"fit_cpu": "fit CPU", "fit_peak_gb": "fit peak", "recommend_cpu": "recommend", "evaluate_cpu": "evaluate"}
+
+
+def _phase(fn):
+    """``(wall, cpu, peak GB above the start, result)`` of one call."""
+    base = reset_peak()
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall, cpu, (high_water_kib() - base) / 2**20, result
+
+
+class _Stages(logging.Handler):
+    """The package's INFO lines of a fit (FEBR's stages, each base's fit), with their times."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append((time.perf_counter(), record.getMessage()))
+
+    def seconds(self, end) -> list:
+        """``[(line, seconds until the next line or end)]``."""
+        times = [t for t, _ in self.lines] + [end]
+        return [(line, round(b - a, 2)) for (a, line), b in zip(self.lines, times[1:])]
+
+
+def _one(folder: str, model: str) -> dict:
+    """Every cost of one model on the split saved in ``folder`` (run in a fresh process)."""
+    import scipy.sparse as sp
+
+    from recsys_ltr import models
+    from recsys_ltr.datasets import make_tastes
+    from recsys_ltr.executors import recommend_users
+    from recsys_ltr.febr import FEBR
+    from recsys_ltr.metrics import evaluate
+
+    names = {**vars(models), "FEBR": FEBR}
+    warm = eval(MODELS[model], names).set_params(show_progress=False)
+    warm.set_params(**({"max_iter": 2000, "eval_every": 1000} if model == "FEBR" else {}))
+    warm.set_params(**({"factors": 16} if model in ("GF-CF", "BSPM") else {}))
+    warm.fit(make_tastes(500, 200, random_state=0).matrix).recommend(np.arange(10), N=10)
+    del warm
+    folder = Path(folder)
+    train, test = sp.load_npz(folder / "train.npz"), sp.load_npz(folder / "test.npz")
+    users = np.load(folder / "users.npy")
+    estimator = eval(MODELS[model], names).set_params(show_progress=False)
+    stages, logger = _Stages(), logging.getLogger("recsys_ltr")
+    logger.addHandler(stages)
+    logger.setLevel(logging.INFO)
+    try:
+        fit_wall, fit_cpu, fit_peak, _ = _phase(lambda: estimator.fit(train))
+    except MemoryError as exc:
+        return {"refused": str(exc)}
+    logger.removeHandler(stages)
+    row = {
+        "fit_wall": fit_wall,
+        "fit_cpu": fit_cpu,
+        "fit_peak_gb": fit_peak,
+        "stages": stages.seconds(time.perf_counter()),
+    }
+    served = lambda: sum(block.size for block, _, _ in recommend_users(estimator, N=20, show_progress=False))  # noqa: E731
+    row["recommend_wall"], row["recommend_cpu"], row["recommend_peak_gb"], n = _phase(served)
+    assert n == train.shape[0]
+    judged = lambda: evaluate(estimator, train, test, metrics=list(METRICS), users=users, show_progress=False)  # noqa: E731
+    row["evaluate_wall"], row["evaluate_cpu"], _, result = _phase(judged)
+    row.update({metric: float(result[metric]) for metric in METRICS})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.npz"
+        row["save_s"], _, _, _ = _phase(lambda: estimator.save(path))
+        row["file_mb"] = path.stat().st_size / 1e6
+        row["load_s"], _, _, _ = _phase(lambda: type(estimator).load(path))
+    return row
+
+
+def prepare(size: str, folder: Path, seed: int) -> dict:
+    """Generate, split and save one size; its shape and positives."""
+    import scipy.sparse as sp
+
+    from recsys_ltr import split
+    from recsys_ltr.datasets import make_tastes
+
+    n_users, n_items = SIZES[size]
+    X = make_tastes(n_users, n_items, random_state=seed).matrix
+    train, _, test = split.holdout(X, val=0.0, test=0.2, random_state=seed)
+    with_test = np.flatnonzero(np.diff(test.indptr))
+    users = np.sort(np.random.default_rng(seed).choice(with_test, min(EVAL_USERS, with_test.size), replace=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    sp.save_npz(folder / "train.npz", train, compressed=False)
+    sp.save_npz(folder / "test.npz", test, compressed=False)
+    np.save(folder / "users.npy", users)
+    return {"users": n_users, "items": n_items, "positives": int(train.nnz)}
+
+
+def run(folder: Path, model: str, budget: float) -> dict:
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
+        f"from scale_table import _one; print(json.dumps(_one({str(folder)!r}, {model!r})))"
+    )
+    env = {"PYTHONWARNINGS": "ignore"}
+    try:
+        return json.loads(fresh_process(code, ROOT, env, timeout=budget).strip().splitlines()[-1])
+    except RuntimeError as exc:  # the subprocess failed or ran out of time: its last error line
+        return {"failed": str(exc).strip().splitlines()[-1]}
+
+
+def growth(rows: list[dict]) -> dict:
+    """Per model, the exponent of each cost in the positives over the sizes it was measured at."""
+    out = {}
+    for model in dict.fromkeys(r["model"] for r in rows):
+        measured = [r for r in rows if r["model"] == model and "fit_cpu" in r]
+        if len(measured) >= 2:
+            x = np.log([r["positives"] for r in measured])
+            out[model] = {
+                key: float(np.polyfit(x, np.log([max(r[key], 1e-3) for r in measured]), 1)[0]) for key in GROWTH
+            }
+    return out
+
+
+def latest(path: Path) -> list[dict]:
+    """The rows of ``path``, the last of each (model, size), in table order."""
+    rows = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        row = json.loads(line)
+        rows[row["model"], row["size"]] = row
+    return sorted(rows.values(), key=lambda r: (list(SIZES).index(r["size"]), list(MODELS).index(r["model"])))
+
+
+def render(rows: list[dict]) -> str:
+    """The reStructuredText tables: one row per (size, model), then the growth exponents."""
+    head = ["size", "model", "fit wall / CPU s", "fit peak GB", "recommend all, N=20: wall / CPU s",
+            "evaluate 10k: wall / CPU s", "save / load s", "file MB", "ADG", "Recall@20"]  # fmt: skip
+    lines = [".. list-table::", "   :header-rows: 1", ""] + _rst_row(head)
+    for r in rows:
+        size = f"{r['size']} ({r['positives']:,} positives)"
+        if "fit_cpu" not in r:
+            lines += _rst_row([size, MODELS[r["model"]], r.get("refused") or r.get("failed")] + [""] * 7)
+            continue
+        lines += _rst_row([
+            size, MODELS[r["model"]], f"{r['fit_wall']:,.0f} / {r['fit_cpu']:,.0f}", f"{r['fit_peak_gb']:.2f}",
+            f"{r['recommend_wall']:,.0f} / {r['recommend_cpu']:,.0f}",
+            f"{r['evaluate_wall']:,.0f} / {r['evaluate_cpu']:,.0f}", f"{r['save_s']:.1f} / {r['load_s']:.1f}",
+            f"{r['file_mb']:,.0f}", f"{r['ADG']:.4f}", f"{r['REC@20']:.4f}",
+        ])  # fmt: skip
+    exponents = growth(rows)
+    if exponents:
+        lines += ["", ".. list-table::", "   :header-rows: 1", ""] + _rst_row(["model", *GROWTH.values()])
+        for model, e in exponents.items():
+            lines += _rst_row([MODELS[model], *(f"{e[key]:.2f}" for key in GROWTH)])
+    return "\n".join(lines) + "\n"
+
+
+def _rst_row(cells) -> list[str]:
+    return [f"   * - {cells[0]}"] + [f"     - {c}" for c in cells[1:]]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--budget", type=float, default=5400.0, help="seconds a model may take at one size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scale_costs")
+    parser.add_argument("--users", type=int, help="override the sizes' users (the items stay a tenth): a quick look")
+    args = parser.parse_args()
+    if args.users:
+        SIZES.update({size: (args.users, max(args.users // 10, 50)) for size in args.sizes})
+    jsonl = args.out.with_suffix(".jsonl")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            shape = prepare(size, Path(tmp) / size, args.seed)
+            for model in args.models:
+                row = {"size": size, "model": model, **shape, **run(Path(tmp) / size, model, args.budget)}
+                with jsonl.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+    args.out.with_suffix(".inc").write_text(render(latest(jsonl)))
+    print(f"wrote {jsonl} and {args.out.with_suffix('.inc')}")
+
+
+if __name__ == "__main__":
+    main()
