@@ -47,6 +47,30 @@ def test_scores_are_the_two_filters(seed, k, alpha):
     np.testing.assert_allclose(model.components_ @ model.components_.T, np.eye(k), atol=1e-8)  # orthonormal rows
 
 
+@pytest.mark.kernels
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.05, 0.25, 0.6]))
+def test_the_graph_is_formed_within_its_budget_and_scores_as_the_two_products(seed, p):
+    X = feedback(seed, p=p)
+    entries = (X.T @ X).nnz  # the item pairs some user shares, each item with itself
+    from recsys_ltr.models.graph_filter import _graph_row_entries
+
+    T = X.T.tocsr()
+    counts = _graph_row_entries(T.indptr, T.indices, X.indptr, X.indices, 3)
+    np.testing.assert_array_equal(counts, np.diff((X.T @ X).tocsr().indptr))
+    formed = GFCF(factors=3, random_state=0, max_graph_bytes=12 * entries).fit(X)
+    two = GFCF(factors=3, random_state=0, max_graph_bytes=12 * entries - 1).fit(X)
+    assert formed.graph_.nnz == entries and two.graph_ is None
+    np.testing.assert_allclose(
+        formed.graph_.toarray(), (formed.normalized_.T @ formed.normalized_).toarray(), rtol=1e-13
+    )
+    users = np.arange(X.shape[0])
+    np.testing.assert_allclose(formed.score(users), two.score(users), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(formed.score(users), dense_scores(X, formed, 0.3), atol=1e-10)
+    bspm = [BSPM(factors=3, random_state=0, max_graph_bytes=b).fit(X) for b in (12 * entries, 0)]
+    np.testing.assert_allclose(bspm[0].score(users), bspm[1].score(users), rtol=1e-12, atol=1e-15)
+
+
 def test_the_low_pass_subspace_is_the_leading_singular_one():
     rng = np.random.default_rng(0)
     X = sp.csr_matrix((rng.random((120, 60)) < np.linspace(0.05, 0.6, 60)[None, :]).astype(float))
@@ -81,6 +105,8 @@ def test_new_users_similar_items_and_files(tmp_path):
         (dict(alpha=-0.1), ValueError, "alpha"),
         (dict(iterations=-1), ValueError, "iterations"),
         (dict(random_state="x"), TypeError, "random_state"),
+        (dict(max_graph_bytes=-1), ValueError, "max_graph_bytes"),
+        (dict(max_graph_bytes=1.5), TypeError, "max_graph_bytes"),
     ],
 )
 def test_bad_parameters(params, error, match):
