@@ -17,7 +17,8 @@ the sparse fsSLIM) runs in a fresh process on 2 threads: after a warm-up fit on 
   (``VmHWM``, reset before each phase);
 * ``recommend``: :func:`~recsys_ltr.executors.recommend_users` of every training user, ``N=20``,
   consumed block by block (the blocks are bounded: nothing of size users x N is kept), wall and CPU
-  seconds and peak;
+  seconds and peak; the first 2% of the users (at least 1,000) are timed first, and when all of them
+  would take more than ``--serve-budget`` wall seconds the row gives that extrapolation (marked ``~``);
 * ``evaluate``: ADG, MAP, Recall@20 and NDCG@20 of the 10,000 test users, wall and CPU seconds;
 * ``save`` / ``load``: seconds and the file's size.
 
@@ -66,6 +67,8 @@ MODELS = {
 }
 METRICS = ("ADG", "MAP", "REC@20", "NDCG@20")
 EVAL_USERS = 10_000
+#: users whose recommend-all time is measured first (at least; 2% of the users above 50,000)
+PROBE_USERS = 1_000
 #: the costs whose growth is fitted, and their names in the table
 GROWTH = {"fit_cpu": "fit CPU", "fit_peak_gb": "fit peak", "recommend_cpu": "recommend", "evaluate_cpu": "evaluate"}
 
@@ -95,7 +98,7 @@ class _Stages(logging.Handler):
         return [(line, round(b - a, 2)) for (a, line), b in zip(self.lines, times[1:])]
 
 
-def _one(folder: str, model: str) -> dict:
+def _one(folder: str, model: str, serve_budget: float) -> dict:
     """Every cost of one model on the split saved in ``folder`` (run in a fresh process)."""
     import scipy.sparse as sp
 
@@ -129,9 +132,21 @@ def _one(folder: str, model: str) -> dict:
         "fit_peak_gb": fit_peak,
         "stages": stages.seconds(time.perf_counter()),
     }
-    served = lambda: sum(block.size for block, _, _ in recommend_users(estimator, N=20, show_progress=False))  # noqa: E731
-    row["recommend_wall"], row["recommend_cpu"], row["recommend_peak_gb"], n = _phase(served)
-    assert n == train.shape[0]
+    n_users = train.shape[0]
+    probe = np.arange(min(n_users, max(PROBE_USERS, n_users // 50)))
+    served = lambda users: sum(b.size for b, _, _ in recommend_users(estimator, users, N=20, show_progress=False))  # noqa: E731
+    wall, cpu, peak, _ = _phase(lambda: served(probe))
+    if wall * n_users / probe.size > serve_budget:  # extrapolated from the probe's users
+        scale = n_users / probe.size
+        row.update(
+            recommend_wall=wall * scale,
+            recommend_cpu=cpu * scale,
+            recommend_peak_gb=peak,
+            recommend_users=int(probe.size),
+        )
+    else:
+        row["recommend_wall"], row["recommend_cpu"], row["recommend_peak_gb"], n = _phase(lambda: served(None))
+        assert n == n_users
     judged = lambda: evaluate(estimator, train, test, metrics=list(METRICS), users=users, show_progress=False)  # noqa: E731
     row["evaluate_wall"], row["evaluate_cpu"], _, result = _phase(judged)
     row.update({metric: float(result[metric]) for metric in METRICS})
@@ -162,10 +177,10 @@ def prepare(size: str, folder: Path, seed: int) -> dict:
     return {"users": n_users, "items": n_items, "positives": int(train.nnz)}
 
 
-def run(folder: Path, model: str, budget: float) -> dict:
+def run(folder: Path, model: str, budget: float, serve_budget: float) -> dict:
     code = (
         f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
-        f"from scale_table import _one; print(json.dumps(_one({str(folder)!r}, {model!r})))"
+        f"from scale_table import _one; print(json.dumps(_one({str(folder)!r}, {model!r}, {serve_budget!r})))"
     )
     env = {"PYTHONWARNINGS": "ignore"}
     try:
@@ -179,7 +194,7 @@ def growth(rows: list[dict]) -> dict:
     out = {}
     for model in dict.fromkeys(r["model"] for r in rows):
         measured = [r for r in rows if r["model"] == model and "fit_cpu" in r]
-        if len(measured) >= 2:
+        if len({r["positives"] for r in measured}) >= 2:
             x = np.log([r["positives"] for r in measured])
             out[model] = {
                 key: float(np.polyfit(x, np.log([max(r[key], 1e-3) for r in measured]), 1)[0]) for key in GROWTH
@@ -196,32 +211,50 @@ def latest(path: Path) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (list(SIZES).index(r["size"]), list(MODELS).index(r["model"])))
 
 
-def render(rows: list[dict]) -> str:
-    """The reStructuredText tables: one row per (size, model), then the growth exponents."""
-    head = ["size", "model", "fit wall / CPU s", "fit peak GB", "recommend all, N=20: wall / CPU s",
-            "evaluate 10k: wall / CPU s", "save / load s", "file MB", "ADG", "Recall@20"]  # fmt: skip
-    lines = [".. list-table::", "   :header-rows: 1", ""] + _rst_row(head)
-    for r in rows:
-        size = f"{r['size']} ({r['positives']:,} positives)"
-        if "fit_cpu" not in r:
-            lines += _rst_row([size, MODELS[r["model"]], r.get("refused") or r.get("failed")] + [""] * 7)
-            continue
-        lines += _rst_row([
-            size, MODELS[r["model"]], f"{r['fit_wall']:,.0f} / {r['fit_cpu']:,.0f}", f"{r['fit_peak_gb']:.2f}",
-            f"{r['recommend_wall']:,.0f} / {r['recommend_cpu']:,.0f}",
-            f"{r['evaluate_wall']:,.0f} / {r['evaluate_cpu']:,.0f}", f"{r['save_s']:.1f} / {r['load_s']:.1f}",
-            f"{r['file_mb']:,.0f}", f"{r['ADG']:.4f}", f"{r['REC@20']:.4f}",
-        ])  # fmt: skip
+HEAD = ["size", "model", "fit wall / CPU s", "fit peak GB", "recommend all, N=20: wall / CPU s",
+        "evaluate 10k: wall / CPU s", "save / load s", "file MB", "ADG", "Recall@20"]  # fmt: skip
+
+
+def cells(r: dict) -> list[str]:
+    """One row of the table: the measured costs, or why the model did not run."""
+    size, name = f"{r['size']} ({r['positives']:,} positives)", MODELS[r["model"]]
+    if "fit_cpu" not in r:
+        return [size, name, r.get("refused") or r.get("failed")] + [""] * (len(HEAD) - 3)
+    return [
+        size, name, f"{_s(r['fit_wall'])} / {_s(r['fit_cpu'])}", f"{r['fit_peak_gb']:.2f}",
+        f"{'~' if 'recommend_users' in r else ''}{_s(r['recommend_wall'])} / {_s(r['recommend_cpu'])}",
+        f"{_s(r['evaluate_wall'])} / {_s(r['evaluate_cpu'])}", f"{r['save_s']:.1f} / {r['load_s']:.1f}",
+        f"{r['file_mb']:,.0f}", f"{r['ADG']:.4f}", f"{r['REC@20']:.4f}",
+    ]  # fmt: skip
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds < 10 else f"{seconds:,.0f}"
+
+
+def tables(rows: list[dict]) -> list[list[list[str]]]:
+    """The costs (a header, then one row per size and model) and, where a model ran at two sizes or
+    more, the growth exponents."""
+    out = [[HEAD, *(cells(r) for r in rows)]]
     exponents = growth(rows)
     if exponents:
-        lines += ["", ".. list-table::", "   :header-rows: 1", ""] + _rst_row(["model", *GROWTH.values()])
-        for model, e in exponents.items():
-            lines += _rst_row([MODELS[model], *(f"{e[key]:.2f}" for key in GROWTH)])
+        out.append(
+            [["model", *GROWTH.values()]]
+            + [[MODELS[m], *(f"{e[k]:.2f}" for k in GROWTH)] for m, e in exponents.items()]
+        )
+    return out
+
+
+def rst(table) -> str:
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in table:
+        lines += [f"   * - {row[0]}"] + [f"     - {c}" for c in row[1:]]
     return "\n".join(lines) + "\n"
 
 
-def _rst_row(cells) -> list[str]:
-    return [f"   * - {cells[0]}"] + [f"     - {c}" for c in cells[1:]]
+def markdown(table) -> str:
+    lines = ["| " + " | ".join(table[0]) + " |", "|---" * len(table[0]) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table[1:]]) + "\n"
 
 
 def main():
@@ -229,6 +262,10 @@ def main():
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--budget", type=float, default=5400.0, help="seconds a model may take at one size")
+    parser.add_argument(
+        "--serve-budget", type=float, default=1800.0,
+        help="wall seconds above which recommend-all is extrapolated from its first users' time",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scale_costs")
     parser.add_argument("--users", type=int, help="override the sizes' users (the items stay a tenth): a quick look")
@@ -240,11 +277,18 @@ def main():
         for size in args.sizes:
             shape = prepare(size, Path(tmp) / size, args.seed)
             for model in args.models:
-                row = {"size": size, "model": model, **shape, **run(Path(tmp) / size, model, args.budget)}
+                row = {
+                    "size": size,
+                    "model": model,
+                    **shape,
+                    **run(Path(tmp) / size, model, args.budget, args.serve_budget),
+                }
                 with jsonl.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(json.dumps(row), flush=True)
-    args.out.with_suffix(".inc").write_text(render(latest(jsonl)))
+    results = tables(latest(jsonl))
+    args.out.with_suffix(".inc").write_text("\n".join(rst(t) for t in results))
+    print("\n".join(markdown(t) for t in results))
     print(f"wrote {jsonl} and {args.out.with_suffix('.inc')}")
 
 
