@@ -102,17 +102,23 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
     """Every cost of one model on the split saved in ``folder`` (run in a fresh process)."""
     import scipy.sparse as sp
 
-    from recsys_ltr import models
+    from recsys_ltr import _parallel, models
     from recsys_ltr.datasets import make_tastes
     from recsys_ltr.executors import recommend_users
     from recsys_ltr.febr import FEBR
     from recsys_ltr.metrics import evaluate
 
     names = {**vars(models), "FEBR": FEBR}
-    warm = eval(MODELS[model], names).set_params(show_progress=False)
-    warm.set_params(**({"max_iter": 2000, "eval_every": 1000} if model == "FEBR" else {}))
-    warm.set_params(**({"factors": 16} if model in ("GF-CF", "BSPM") else {}))
-    warm.fit(make_tastes(500, 200, random_state=0).matrix).recommend(np.arange(10), N=10)
+    default = _parallel.SERIAL_SECONDS
+    for serial_seconds in (default, 0.0):  # numba loads (or compiles) both versions of the row kernels
+        _parallel.SERIAL_SECONDS = serial_seconds
+        warm = eval(MODELS[model], names).set_params(show_progress=False)
+        warm.set_params(**({"max_iter": 2000, "eval_every": 1000} if model == "FEBR" else {}))
+        warm.set_params(**({"factors": 16} if model in ("GF-CF", "BSPM") else {}))
+        X = make_tastes(500, 200, random_state=0).matrix
+        warm.fit(X).recommend(np.arange(10), N=10)
+        evaluate(warm, X, X[:, ::-1].tocsr() - X.multiply(X[:, ::-1]).tocsr(), metrics=list(METRICS), show_progress=False)
+    _parallel.SERIAL_SECONDS = default
     del warm
     folder = Path(folder)
     train, test = sp.load_npz(folder / "train.npz"), sp.load_npz(folder / "test.npz")
