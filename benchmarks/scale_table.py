@@ -117,7 +117,9 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
         warm.set_params(**({"factors": 16} if model in ("GF-CF", "BSPM") else {}))
         X = make_tastes(500, 200, random_state=0).matrix
         warm.fit(X).recommend(np.arange(10), N=10)
-        evaluate(warm, X, X[:, ::-1].tocsr() - X.multiply(X[:, ::-1]).tocsr(), metrics=list(METRICS), show_progress=False)
+        evaluate(
+            warm, X, X[:, ::-1].tocsr() - X.multiply(X[:, ::-1]).tocsr(), metrics=list(METRICS), show_progress=False
+        )
     _parallel.SERIAL_SECONDS = default
     del warm
     folder = Path(folder)
