@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 from _baseline import ROOT, fresh_process
-from _timing import high_water_kib, reset_peak
+from _timing import high_water_kib, reset_peak, timed
 
 SIZES = {"100k": (100_000, 10_000), "300k": (300_000, 30_000), "1m": (1_000_000, 100_000)}
 MODELS = {
@@ -76,9 +76,7 @@ GROWTH = {"fit_cpu": "fit CPU", "fit_peak_gb": "fit peak", "recommend_cpu": "rec
 def _phase(fn):
     """``(wall, cpu, peak GB above the start, result)`` of one call."""
     base = reset_peak()
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu, result = timed(fn)
     return wall, cpu, (high_water_kib() - base) / 2**20, result
 
 
@@ -109,17 +107,16 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
     from recsys_ltr.metrics import evaluate
 
     names = {**vars(models), "FEBR": FEBR}
+    X = make_tastes(500, 200, random_state=0).matrix
+    mirrored = X[:, ::-1].tocsr() - X.multiply(X[:, ::-1]).tocsr()  # test positives apart from X
     default = _parallel.SERIAL_SECONDS
     for serial_seconds in (default, 0.0):  # numba loads (or compiles) both versions of the row kernels
         _parallel.SERIAL_SECONDS = serial_seconds
         warm = eval(MODELS[model], names).set_params(show_progress=False)
         warm.set_params(**({"max_iter": 2000, "eval_every": 1000} if model == "FEBR" else {}))
         warm.set_params(**({"factors": 16} if model in ("GF-CF", "BSPM") else {}))
-        X = make_tastes(500, 200, random_state=0).matrix
         warm.fit(X).recommend(np.arange(10), N=10)
-        evaluate(
-            warm, X, X[:, ::-1].tocsr() - X.multiply(X[:, ::-1]).tocsr(), metrics=list(METRICS), show_progress=False
-        )
+        evaluate(warm, X, mirrored, metrics=list(METRICS), show_progress=False)
     _parallel.SERIAL_SECONDS = default
     del warm
     folder = Path(folder)
