@@ -530,9 +530,9 @@ def test_stacking_judges_its_validation_by_the_protocols_selection_metric():
     validation metric (the holdout protocols select on ADG, FEBR's default: nothing added)."""
     done = {"KUNN": _result("KUNN", 0, 0.2), "item-p": _result("item-p", 0, 0.3)}  # settings {"k": 10}
     stack = get_method("FEBR-stack")
-    standard = tuning.stack_context(stack, done, None, 100, selection_metric("standard", 10))
+    standard = tuning.stack_context(stack, done, None, None, selection_metric("standard", 10))
     assert "validation_metric" not in standard and [n for n, _ in standard["bases"]] == ["KUNN", "item-p"]
-    fixed = tuning.stack_context(stack, done, None, 100, selection_metric("fixed", 20))
+    fixed = tuning.stack_context(stack, done, None, None, selection_metric("fixed", 20))
     assert fixed == {**standard, "validation_metric": "REC@20"}
     model = tuning.build(stack, {}, 0, 1, fixed)
     assert model.validation_metric == "REC@20" and tuning.stack_context(get_method("EASE"), done) == {}

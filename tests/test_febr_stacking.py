@@ -14,7 +14,7 @@ from test_febr import block_feedback
 
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
-from recsys_ltr.febr.bases import named_bases
+from recsys_ltr.febr.bases import ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
 from recsys_ltr.febr.scoring import _compose_kernel, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -309,14 +309,68 @@ def test_auto_bases_on_a_small_catalogue(planted, tmp_path):
 def test_auto_bases_follow_the_catalogue_size():
     """fsSLIM is stacked up to SLIM_ITEMS items; the command line's stacked methods stack the same rows."""
     from recsys_ltr.eval.methods import get_method
-    from recsys_ltr.febr.bases import SLIM_ITEMS, resolve_bases
+    from recsys_ltr.febr.bases import Workload, resolve_bases
 
-    small, _ = resolve_bases("auto", (50, SLIM_ITEMS))
-    large, _ = resolve_bases("auto", (50, SLIM_ITEMS + 1))
+    small, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS)))
+    large, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS + 1)))
     assert small == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     assert large == small[:-1]
     stack = get_method("FEBR-stack")
-    assert list(stack.stacked(SLIM_ITEMS)) == small and list(stack.stacked(SLIM_ITEMS + 1)) == large
+    assert list(stack.stacked(Workload(SLIM_ITEMS, 0, 0))) == small
+    assert list(stack.stacked(Workload(SLIM_ITEMS + 1, 0, 0))) == large
+
+
+@pytest.mark.parametrize(
+    ("user_pairs", "item_pairs", "left_out"),
+    [
+        (USER_PAIRS, ITEM_PAIRS, []),
+        (USER_PAIRS + 1, ITEM_PAIRS, ["KUNN", "user-p"]),
+        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE"]),
+        (USER_PAIRS + 1, ITEM_PAIRS + 1, ["EASE", "KUNN", "user-p"]),
+    ],
+)
+def test_auto_bases_leave_out_the_bases_past_their_cost_limit(user_pairs, item_pairs, left_out):
+    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE, in FEBR and
+    in the command line's stacked methods alike."""
+    from recsys_ltr.eval.methods import get_method
+    from recsys_ltr.febr.bases import Workload, auto_bases
+
+    every = ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
+    workload = Workload(SLIM_ITEMS + 1, float(user_pairs), float(item_pairs))
+    kept = [b.name for b in auto_bases(workload)]
+    assert kept == [n for n in every if n not in left_out]
+    assert list(get_method("FEBR-stack").stacked(workload)) == kept
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 30), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_workload_counts_the_pairs_of_both_sides(n_users, n_items, density, seed):
+    """Workload.of against the pairs counted one by one: (u, v, i) with u, v users of item i, and
+    (i, j, u) with i, j items of user u."""
+    from recsys_ltr.febr.bases import Workload
+
+    X = sp.random(n_users, n_items, density=density, format="csr", random_state=seed)
+    X.data[:] = 1.0
+    D = X.toarray()
+    user_pairs = sum(D[u, i] * D[v, i] for u in range(n_users) for v in range(n_users) for i in range(n_items))
+    item_pairs = sum(D[u, i] * D[u, j] for u in range(n_users) for i in range(n_items) for j in range(n_items))
+    assert Workload.of(X) == (n_items, user_pairs, item_pairs)
+
+
+def test_a_refit_keeps_the_bases_chosen_on_the_training_split(planted, monkeypatch):
+    """The cost limits are read on the split FEBR trains on; the refit on all of X refits the same
+    bases where X itself passes a limit."""
+    import recsys_ltr.febr.bases as bases_module
+
+    train, _, _ = planted
+    limit = bases_module.Workload.of(train).user_pairs - 1  # above the carved training split's pairs
+    capped = tuple(b._replace(max_user_pairs=limit) if b.max_user_pairs else b for b in bases_module.AUTO_BASES)
+    monkeypatch.setattr(bases_module, "AUTO_BASES", capped)
+    assert "KUNN" not in bases_module.resolve_bases("auto", train)[0]
+    model = fast(max_iter=1000).fit(train)
+    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert [type(b).__name__ for b in model.bases_] == ["EASE", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
+    assert all((b.user_items_ != train).nnz == 0 for b in model.bases_)  # refitted on all of X
 
 
 @pytest.mark.parametrize(("n_items", "users"), [(285, 2**21 // 285), (1024, 2048), (17_632, 1000)])

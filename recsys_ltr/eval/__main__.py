@@ -45,6 +45,7 @@ from recsys_ltr.eval.report import error_caption, format_table, paired_tests, su
 from recsys_ltr.eval.results import HOLDOUT_PROTOCOLS, PROTOCOLS, method_of, selection_metric, table_metrics
 from recsys_ltr.eval.runner import LOG_FORMAT, check_unit_executor, run_experiment, unit_executor, with_bases
 from recsys_ltr.executors import EXECUTORS, RayExecutor
+from recsys_ltr.febr.bases import Workload
 
 DEFAULT_REAL = "movielens-100k"
 DEFAULT_MODELS = "all"
@@ -383,13 +384,13 @@ def make_executor(parser, args):
     return unit_executor(executor, jobs)
 
 
-def added_methods(methods, n_items=None) -> dict[str, list[str]]:
-    """The methods the run adds to ``methods`` (the bases its stacking methods stack on ``n_items``
-    items), each with the stacking methods that need it."""
+def added_methods(methods, workload=None) -> dict[str, list[str]]:
+    """The methods the run adds to ``methods`` (the bases its stacking methods stack on data of
+    ``workload``), each with the stacking methods that need it."""
     added = {}
-    for name in with_bases(methods, n_items):
+    for name in with_bases(methods, workload):
         if name not in methods:
-            added[name] = [m for m in methods if name in get_method(m).stacked(n_items)]
+            added[name] = [m for m in methods if name in get_method(m).stacked(workload)]
     return added
 
 
@@ -476,7 +477,7 @@ def _run(parser, args, argv) -> int:
         data, parts = load_data(name, args.data_dir, args.protocol, args.seed)
     except (FileNotFoundError, ValueError) as exc:  # unknown, missing, corrupt, not pre-split or untimed data set
         parser.error(str(exc).splitlines()[0])
-    added = added_methods(methods, data.n_items)
+    added = added_methods(methods, Workload.of(data.matrix))
     protocols = HOLDOUT_PROTOCOLS if args.protocol == "both" else (args.protocol,)
     one_split = args.protocol in ("fixed", "temporal")
     args.k = args.k or (20 if args.protocol == "fixed" else 10)

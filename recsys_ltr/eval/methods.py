@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
-from ..febr.bases import AUTO_BASES
+from ..febr.bases import AUTO_BASES, Workload
 from ..models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
 
 
@@ -74,12 +74,12 @@ class Method:
     def build(self, **params):
         return self.factory(**params)
 
-    def stacked(self, n_items: int | None = None) -> tuple[str, ...]:
-        """The base methods stacked on a catalogue of ``n_items`` items (``None``: any catalogue);
-        a default base of FEBR is stacked where ``FEBR()`` stacks it (``AutoBase.max_items``)."""
-        if n_items is None:
+    def stacked(self, workload: Workload | None = None) -> tuple[str, ...]:
+        """The base methods stacked on data of ``workload`` (``None``: any data); a default base of
+        FEBR is stacked where ``FEBR()`` stacks it (``AutoBase.applies``)."""
+        if workload is None:
             return self.stack_on
-        return tuple(n for n in self.stack_on if n not in _AUTO_BASES or _AUTO_BASES[n].applies(n_items))
+        return tuple(n for n in self.stack_on if n not in _AUTO_BASES or _AUTO_BASES[n].applies(workload))
 
     def spec(self) -> dict:
         """JSON-able description of everything that changes the method's results (for the cache key)."""

@@ -51,6 +51,7 @@ from recsys_ltr.eval.results import (
 )
 from recsys_ltr.eval.tuning import describe_setting, run_unit, stack_context
 from recsys_ltr.executors import ProcessExecutor, check_executor, get_executor
+from recsys_ltr.febr.bases import Workload
 
 #: Format of the log lines of the command line (:func:`configure_worker_logging` reuses it).
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -208,7 +209,8 @@ def run_experiment(
     folds = check_positive_int(folds, "folds")
     executor, jobs = check_unit_executor(executor, jobs)
     X = check_feedback(X)
-    methods = with_bases(methods, X.shape[1])
+    workload = Workload.of(X)
+    methods = with_bases(methods, workload)
     exclude_top = exclude_top if protocol == "novelty" else None
     if protocol in PARTS_PROTOCOLS:
         splits, folds, val, test = [check_parts(X, parts, protocol)], 1, None, None
@@ -252,7 +254,7 @@ def run_experiment(
             for name, fold in wave if stacking else ():
                 done = {o.method: o for (_, f), o in outcomes.items() if f == fold and isinstance(o, FoldResult)}
                 contexts[(name, fold)] = stack_context(
-                    get_method(name), done, exclude_top, X.shape[1], selection_metric(protocol, k)
+                    get_method(name), done, exclude_top, workload, selection_metric(protocol, k)
                 )
                 if contexts[(name, fold)] is None:
                     outcomes[(name, fold)] = Skipped(name, fold, "none of its base methods ran")
@@ -318,13 +320,13 @@ def check_parts(X, parts, protocol="fixed") -> tuple:
     return tuple(checked)
 
 
-def with_bases(methods, n_items=None) -> list[str]:
+def with_bases(methods, workload=None) -> list[str]:
     """``methods`` (checked, duplicates dropped) with the base methods that the stacking ones stack
-    on ``n_items`` items (``None``: any) added before them: a stacking method needs its bases tuned
-    on the same folds."""
+    on data of ``workload`` (:class:`~recsys_ltr.febr.bases.Workload`; ``None``: any) added before
+    them: a stacking method needs its bases tuned on the same folds."""
     out = []
     for name in methods:
-        for base in get_method(name).stacked(n_items):  # fails on an unknown name before any work
+        for base in get_method(name).stacked(workload):  # fails on an unknown name before any work
             if base not in out:
                 out.append(base)
         if name not in out:

@@ -2,9 +2,11 @@
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick, each at its
 one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``ALS()``,
-``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.
-:data:`AUTO_BASES` is the one list of default bases: the command line's stacked methods stack its
-tuned rows.  No setting is searched: a grid of 2-3 settings per base, searched on the training labels,
+``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.  On large
+data a base whose fit grows faster than the positives is left out where its cost model
+(:class:`Workload`) passes a fixed limit: the user-side neighbourhoods past :data:`USER_PAIRS`,
+EASE past :data:`ITEM_PAIRS`.  :data:`AUTO_BASES` is the one list of default bases: the command
+line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3 settings per base, searched on the training labels,
 fitted every base up to five times instead of three for at most .0010 more test ADG of ``FEBR()``
 on the five benchmark sets (3 seeds; README).  Every base is fitted on the feature part ``F`` of each
 label part (the training features) and on ``X`` for prediction.
@@ -25,10 +27,13 @@ from .training import STAT_USERS, OptADGRecommender
 
 __all__ = [
     "AUTO_BASES",
+    "ITEM_PAIRS",
     "POOL_SCORES",
     "SLIM_ITEMS",
+    "USER_PAIRS",
     "AutoBase",
     "BaseSpec",
+    "Workload",
     "auto_bases",
     "check_bases",
     "fit_on",
@@ -49,17 +54,41 @@ class BaseSpec(NamedTuple):
     fitted: Recommender | None
 
 
+class Workload(NamedTuple):
+    """What the default bases' fits grow with, read off a feedback matrix ``X`` in ``O(nnz)``.
+
+    ``user_pairs = sum_i d_i^2`` over the items' degrees: the (user, user) pairs through a shared
+    item that the user-side neighbourhoods (UserKNN, KUNN) visit.  ``item_pairs = sum_u n_u^2``
+    over the users' activity: the (item, item) pairs that EASE's Gram matrix ``X^T X`` sums, at most
+    its stored entries.
+    """
+
+    n_items: int
+    user_pairs: float
+    item_pairs: float
+
+    @classmethod
+    def of(cls, X) -> Workload:
+        """The workload of a canonical CSR ``X``."""
+        item_degree = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
+        activity = np.diff(X.indptr).astype(np.float64)
+        return cls(X.shape[1], float(item_degree @ item_degree), float(activity @ activity))
+
+
 class AutoBase(NamedTuple):
-    """One default base: its name (the command line's row), template and the largest catalogue it
-    is stacked on (``None``: any)."""
+    """One default base: its name (the command line's row), template and the largest data it is
+    stacked on: catalogue size and :class:`Workload` pairs (``None``: any)."""
 
     name: str
     template: Recommender
     max_items: int | None = None
+    max_user_pairs: float | None = None
+    max_item_pairs: float | None = None
 
-    def applies(self, n_items) -> bool:
-        """Whether the base is stacked on a catalogue of ``n_items`` items."""
-        return self.max_items is None or n_items <= self.max_items
+    def applies(self, workload: Workload) -> bool:
+        """Whether the base is stacked on data of ``workload``."""
+        limits = zip((self.max_items, self.max_user_pairs, self.max_item_pairs), workload)
+        return all(limit is None or value <= limit for limit, value in limits)
 
 
 #: ``training_users="auto"``: the label users of the training pools are a random sample when their
@@ -77,21 +106,33 @@ POOL_SCORES = 2**31
 #: in place of 1,000, for a fit 30% longer).
 SLIM_ITEMS = 2048
 
+#: :attr:`Workload.user_pairs` up to which FEBR stacks the user-side neighbourhoods (KUNN and
+#: user-p): their fits cost about 6 ns a pair on two cores (``UserKNN()``: 26 CPU s at 4.9e9 pairs,
+#: 252 s at 3.5e10, ``benchmarks/scale_table.py``), so at most about 13 s each here, and every data
+#: set of the benchmark tables is within it (movielens-1m-implicit, the most, has 6.5e8).
+USER_PAIRS = 2**31
+
+#: :attr:`Workload.item_pairs` up to which FEBR stacks EASE: its Gram matrix stores at most that
+#: many entries of 12 bytes besides its fit's temporaries, and FEBR holds it beside its other bases
+#: (300,000 users x 30,000 items of ``make_tastes``: 4.7e8 pairs, 2.8 GB at the fit's peak; the five
+#: benchmark sets at most 2.6e8).
+ITEM_PAIRS = 2**30
+
 #: ``bases="auto"``: the models at their defaults (fsSLIM with ``k=100`` candidates per item).
 AUTO_BASES = (
-    AutoBase("EASE", EASE()),
+    AutoBase("EASE", EASE(), max_item_pairs=ITEM_PAIRS),
     AutoBase("ALS", ALS()),
     AutoBase("RP3beta", RP3beta()),
-    AutoBase("KUNN", KUNN()),
-    AutoBase("user-p", UserKNN()),
+    AutoBase("KUNN", KUNN(), max_user_pairs=USER_PAIRS),
+    AutoBase("user-p", UserKNN(), max_user_pairs=USER_PAIRS),
     AutoBase("item-p", ItemKNN()),
     AutoBase("SLIM", SLIM(k=100), SLIM_ITEMS),
 )
 
 
-def auto_bases(n_items) -> tuple[AutoBase, ...]:
-    """The default bases stacked on a catalogue of ``n_items`` items."""
-    return tuple(b for b in AUTO_BASES if b.applies(n_items))
+def auto_bases(workload: Workload) -> tuple[AutoBase, ...]:
+    """The default bases stacked on data of ``workload``."""
+    return tuple(b for b in AUTO_BASES if b.applies(workload))
 
 
 def check_bases(bases) -> None:
@@ -131,18 +172,20 @@ def named_bases(bases) -> list[tuple[str, Recommender]]:
     return named
 
 
-def resolve_bases(bases, shape, num_threads=0) -> tuple[list[str], list[BaseSpec]]:
-    """``(names, specs)`` of ``bases`` ("auto" or a list, :func:`named_bases`) for data of ``shape``."""
+def resolve_bases(bases, X, num_threads=0, names=None) -> tuple[list[str], list[BaseSpec]]:
+    """``(names, specs)`` of ``bases`` ("auto" or a list, :func:`named_bases`) for the feedback
+    ``X``; for ``"auto"`` the default bases stacked on ``X`` (:func:`auto_bases`) or, given, those
+    of ``names`` (a refit keeps the bases chosen at training)."""
     if isinstance(bases, str):  # "auto"
-        names, specs = [], []
-        for name, template, _ in auto_bases(shape[1]):
-            template = clone(template).set_params(num_threads=num_threads)
-            k_max = min(shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
+        chosen = auto_bases(Workload.of(X)) if names is None else [b for b in AUTO_BASES if b.name in names]
+        specs = []
+        for base in chosen:
+            template = clone(base.template).set_params(num_threads=num_threads)
+            k_max = min(X.shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
             if "k" in template.get_params() and template.k > k_max:
                 template.set_params(k=k_max)
-            names.append(name)
             specs.append(BaseSpec(template, None))
-        return names, specs
+        return [base.name for base in chosen], specs
     named = named_bases(bases)
     specs = [BaseSpec(clone(base), base if hasattr(base, "user_items_") else None) for _, base in named]
     return [name for name, _ in named], specs

@@ -54,7 +54,9 @@ class FEBR(OptADGRecommender):
     bases : "auto" or list of Recommender or of (str, Recommender)
         ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES`, each at its one-line
         default (EASE, dense on small catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p,
-        item-p and, up to 2,048 items, fsSLIM).  A list: these recommenders with their parameters as
+        item-p and, up to 2,048 items, fsSLIM), chosen on the training data: on large data the
+        user-side neighbourhoods and EASE are left out past a cost limit
+        (:class:`~recsys_ltr.febr.bases.Workload`).  A list: these recommenders with their parameters as
         given (a model already fitted on the same ``X`` is reused at prediction), each named by its
         class or, as in scikit-learn's ``StackingClassifier``, by the name it is paired with; the
         names (``base_names_``) name the features and are saved with the model.
@@ -229,7 +231,7 @@ show_progress :
 
     def _fit_bases(self, X, rng, bar):
         """The training pool of the bases fitted on the label parts, then the bases fitted on ``X``."""
-        names, specs = resolve_bases(self.bases, X.shape, self.num_threads)
+        names, specs = resolve_bases(self.bases, X, self.num_threads)
         stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
         pool = training_pool(
             specs, names, X, self.holdout, self.label_exclude_top, self.candidates, self.training_users, rng, stage,
@@ -312,7 +314,7 @@ show_progress :
         """The bases refitted on all of ``X`` after training on a held-out split (a base the user
         fitted on ``X`` itself is reused)."""
         with numba_threads(self.num_threads):
-            specs = resolve_bases(self.bases, X.shape, self.num_threads)[1]
+            specs = resolve_bases(self.bases, X, self.num_threads, self.base_names_)[1]
             stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
             self._set_stack(fit_stack(specs, self.base_names_, X, self.candidates, self.excluded_items_, stage))
 
