@@ -26,6 +26,7 @@ from recsys_ltr.eval import tuning
 from recsys_ltr.eval.methods import get_method
 from recsys_ltr.eval.results import selection_metric
 from recsys_ltr.febr import FEBR
+from recsys_ltr.febr.bases import Workload
 
 
 class _Chosen(Exception):
@@ -89,7 +90,7 @@ def main():
         results = pd.read_csv(f"{args.results}/{args.dataset}/{protocol}/results.csv")
         for name in args.methods.split(","):
             select = selection_metric(protocol, settings["k"])
-            context = tuning.stack_context(get_method(name), tuned(results, fold), top, parts[0].shape[1], select)
+            context = tuning.stack_context(get_method(name), tuned(results, fold), top, Workload.of(parts[0]), select)
             record.clear()
             try:
                 tuning.run_unit(name, fold, *parts, random_state=fold, context=context, **settings)
