@@ -6,9 +6,9 @@ one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``ALS()``,
 data a base whose fit grows faster than the positives is left out where its cost model
 (:class:`Workload`) passes a fixed limit: the user-side neighbourhoods past :data:`USER_PAIRS`,
 EASE past :data:`ITEM_PAIRS`.  :data:`AUTO_BASES` is the one list of default bases: the command
-line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3 settings per base, searched on the training labels,
-fitted every base up to five times instead of three for at most .0010 more test ADG of ``FEBR()``
-on the five benchmark sets (3 seeds; README).  Every base is fitted on the feature part ``F`` of each
+line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3 settings per
+base, searched on the training labels, fitted every base up to five times instead of three for at
+most .0010 more test ADG of ``FEBR()`` on the five benchmark sets (3 seeds; README).  Every base is fitted on the feature part ``F`` of each
 label part (the training features) and on ``X`` for prediction.
 """
 
