@@ -15,7 +15,7 @@ from scipy.linalg import get_lapack_funcs
 
 import recsys_ltr.models.ease as ease_module
 from recsys_ltr import _memory
-from recsys_ltr._fsai import elimination_order, fsai_pattern_sizes
+from recsys_ltr._fsai import _local_block, elimination_order, fsai_pattern_sizes
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr._spd_inverse import inverse_flops, spd_inverse_inplace
 from recsys_ltr._topk import rows_times_dense
@@ -238,10 +238,48 @@ def test_gram_equals_the_textbook_sum(seed):
     G, norms = ease_module._gram(X)
     expected = (X.T @ X).toarray()
     assert G.format == "csr" and G.has_sorted_indices
-    assert np.all(np.diff(G.indptr) > 0) and np.all(G[np.arange(25), np.arange(25)].A1 != 0)  # every diagonal stored
+    assert all(i in G.indices[G.indptr[i] : G.indptr[i + 1]] for i in range(25))  # every diagonal stored
     np.testing.assert_array_equal(norms, expected.diagonal())
     off = ~np.eye(25, dtype=bool)
     np.testing.assert_allclose(G.toarray()[off], expected[off], rtol=1e-15)
+
+
+@pytest.mark.kernels
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n_users=st.integers(1, 30),
+    n_items=st.integers(1, 300),
+    density=st.floats(0.0, 0.3),
+)
+def test_gram_kernel_equals_scipys_product_bit_for_bit(seed, n_users, n_items, density):
+    """Short rows (sorted) and long ones (scanned): the stored pattern is that of ``X^T X`` plus the
+    diagonal, every value the same sum in the same order as scipy's."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_users, n_items, density=density, random_state=rng, format="csr")
+    X.data = rng.integers(1, 5, X.nnz) * rng.random(X.nnz)  # weighted, not exactly representable sums
+    G, _ = ease_module._gram(X)
+    Y = sp.vstack([X, sp.identity(n_items, format="csr")], format="csr")
+    expected = (Y.T @ Y).T.tocsr()
+    expected.sort_indices()
+    np.testing.assert_array_equal(G.indptr, expected.indptr)
+    np.testing.assert_array_equal(G.indices, expected.indices)
+    off = G.indices != np.repeat(np.arange(n_items), np.diff(G.indptr))
+    np.testing.assert_array_equal(G.data[off], expected.data[off])
+
+
+@pytest.mark.kernels
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_items=st.integers(1, 60), density=st.floats(0.0, 0.5))
+def test_fsai_local_block_is_the_dense_submatrix(seed, n_items, density):
+    rng = np.random.default_rng(seed)
+    X = sp.random(40, n_items, density=density, random_state=rng, format="csr")
+    A = regularised_gram(X, 1.0)
+    i = int(rng.integers(n_items))
+    others = np.setdiff1d(np.arange(n_items), [i])
+    pattern = np.append(np.sort(rng.choice(others, size=rng.integers(0, others.size + 1), replace=False)), i)
+    local = _local_block(A.indptr.astype(np.int64), A.indices, A.data, pattern.astype(np.int64))
+    np.testing.assert_array_equal(local, A.toarray()[np.ix_(pattern, pattern)])
 
 
 @pytest.mark.kernels

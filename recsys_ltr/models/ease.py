@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit, prange
 
 from .. import _memory
 from .._fsai import elimination_order, fsai_factor
@@ -212,17 +213,62 @@ class EASE(Recommender):
 def _gram(X):
     """``(G, norms)``: ``G = X^T X`` as CSR with sorted indices and every diagonal entry stored (its
     values are not the Gram matrix's: :meth:`EASE._fit` sets the diagonal to ``norms + λ``), in the
-    memory of the result alone; ``norms``: the squared column norms ``||X_:j||^2``.
+    memory of the result and ``X^T``; ``norms``: the squared column norms ``||X_:j||^2``.
 
-    One sparse product of ``Y = [X; I]`` with itself (so every diagonal entry is stored, even of an
-    item without interactions) gives ``Y^T Y`` in CSC, read as CSR since it is symmetric.  Adding
-    ``λ I`` to ``X^T X`` instead holds three copies of the Gram matrix at its peak.
+    Row ``i`` sums ``x_ui x_u.`` over the users ``u`` of item ``i`` in increasing order, as scipy's
+    product does, in parallel over the items: counted first (``G``'s row sizes), then filled.
     """
+    Xt = X.T.tocsr()
     n = X.shape[1]
-    Y = sp.vstack([X, sp.identity(n, format="csr")], format="csr")
-    G = (Y.T @ Y).T.tocsr()  # no copy when the product is CSC (scipy's choice for CSC @ CSR)
-    G.sort_indices()
-    return G, np.asarray(X.multiply(X).sum(axis=0)).ravel()
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(
+        _gram_rows(Xt.indptr, Xt.indices, Xt.data, X.indptr, X.indices, X.data, indptr, None, None), out=indptr[1:]
+    )
+    indices, data = np.empty(indptr[-1], np.int32), np.empty(indptr[-1])
+    _gram_rows(Xt.indptr, Xt.indices, Xt.data, X.indptr, X.indices, X.data, indptr, indices, data)
+    norms = np.asarray(X.multiply(X).sum(axis=0)).ravel()
+    return sp.csr_matrix((data, indices, indptr), shape=(n, n)), norms
+
+
+_GRAM_CHUNKS = 256  # work units of the Gram kernel: each holds two arrays of n_items
+
+
+@njit(parallel=True, cache=True)
+def _gram_rows(t_indptr, t_indices, t_data, x_indptr, x_indices, x_data, indptr, indices, data):
+    """The rows of ``X^T X`` (``X^T``: ``t_*``) and its diagonal: without ``indices`` their sizes
+    (returned), with them the sorted columns and values at ``indptr``."""
+    n = t_indptr.shape[0] - 1
+    sizes = np.zeros(n, np.int64)
+    n_chunks = min(n, _GRAM_CHUNKS)
+    for c in prange(n_chunks):
+        seen = np.full(n, -1, np.int64)  # the last row that touched a column
+        total = np.zeros(n)
+        touched = np.empty(n, np.int64)
+        for i in range(c, n, n_chunks):
+            m = 1
+            seen[i], touched[0], total[i] = i, i, 0.0
+            for p in range(t_indptr[i], t_indptr[i + 1]):
+                u, x = t_indices[p], t_data[p]
+                for q in range(x_indptr[u], x_indptr[u + 1]):
+                    j = x_indices[q]
+                    if seen[j] != i:
+                        seen[j], touched[m], total[j] = i, j, 0.0
+                        m += 1
+                    total[j] += x * x_data[q]
+            sizes[i] = m
+            if indices is None:
+                continue
+            at = indptr[i]
+            if 16 * m < n:  # a short row: its columns sorted
+                for j in np.sort(touched[:m]):
+                    indices[at], data[at] = j, total[j]
+                    at += 1
+            else:  # a long one: in order by a scan of the columns
+                for j in range(n):
+                    if seen[j] == i:
+                        indices[at], data[at] = j, total[j]
+                        at += 1
+    return sizes
 
 
 def _size(n_bytes):
