@@ -29,6 +29,7 @@ __all__ = [
     "AUTO_BASES",
     "ITEM_PAIRS",
     "POOL_SCORES",
+    "POOL_USERS",
     "SLIM_ITEMS",
     "USER_PAIRS",
     "AutoBase",
@@ -99,6 +100,13 @@ class AutoBase(NamedTuple):
 #: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics).  No sample on the
 #: five data sets of the benchmark tables (citeulike-a, the largest, scores 5.7e8 values).
 POOL_SCORES = 2**31
+
+#: ``training_users="auto"``: the most label users of the training pools, over the label parts, a
+#: random sample past it whatever the catalogue size.  On ``make_tastes``' 100,000 users x 10,000
+#: items (four bases) :data:`POOL_SCORES` kept 53,687 label users, whose pools took 72 s of a 171 s
+#: fit; this many gave the same test figures (``benchmarks/scale_table.py``).  Every label user of
+#: the benchmark sets and of gowalla's :data:`POOL_SCORES` sample (msweb, the most: 9,544).
+POOL_USERS = 2**14
 
 #: Catalogue size up to which FEBR stacks fsSLIM: it pays on small catalogues (msweb, 285 items,
 #: where it is the best single model: ``FEBR()`` test ADG .5604 with it, .5574 without, 3 seeds)
@@ -215,9 +223,10 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_pool_users
 
 def pool_user_limit(training_users, n_items, n_bases, n_parts):
     """The most label users of each part's training pool (``None``: all): ``training_users``, or for
-    ``"auto"`` as many as keep the base scores of the parts within :data:`POOL_SCORES` values."""
+    ``"auto"`` as many as keep the base scores of the parts within :data:`POOL_SCORES` values and
+    the parts' users within :data:`POOL_USERS`."""
     if isinstance(training_users, str):  # "auto"
-        return max(1, POOL_SCORES // (n_items * n_bases * n_parts))
+        return max(1, min(POOL_SCORES // (n_items * n_bases), POOL_USERS) // n_parts)
     return training_users
 
 
