@@ -105,6 +105,7 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
     from recsys_ltr.executors import recommend_users
     from recsys_ltr.febr import FEBR
     from recsys_ltr.metrics import evaluate
+    from recsys_ltr.neighbors.slim import slim_weights
 
     names = {**vars(models), "FEBR": FEBR}
     X = make_tastes(500, 200, random_state=0).matrix
@@ -118,6 +119,9 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
         warm.fit(X).recommend(np.arange(10), N=10)
         evaluate(warm, X, mirrored, metrics=list(METRICS), show_progress=False)
     _parallel.SERIAL_SECONDS = default
+    # the kernels of large catalogues: EASE's sparse solve (EASE(), FEBR()) and fsSLIM's sparse Gram matrix
+    models.EASE(solver="sparse", show_progress=False).fit(X).recommend(np.arange(10), N=10)
+    slim_weights(X, neighbors=(X.T @ X).tocsr(), max_gram_bytes=1, show_progress=False)
     del warm
     folder = Path(folder)
     train, test = sp.load_npz(folder / "train.npz"), sp.load_npz(folder / "test.npz")

@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from ._gram import local_block
+
 __all__ = ["elimination_order", "fsai_factor", "fsai_pattern_sizes"]
 
 _BATCHES = 50  # kernel calls per factorisation (progress steps)
@@ -88,48 +90,8 @@ def _fsai_rows(a_indptr, a_indices, a_data, rank, lo, hi, indptr, indices, data)
             pattern = _earlier_neighbours(a_indptr, a_indices, a_data, rank, i, s - 1)
             indices[indptr[i] : indptr[i + 1]] = pattern
             data[indptr[i] : indptr[i + 1]] = _last_column_of_inverse_factor(
-                _local_block(a_indptr, a_indices, a_data, pattern)
+                local_block(a_indptr, a_indices, a_data, pattern)
             )
-
-
-@njit(cache=True)
-def _local_block(a_indptr, a_indices, a_data, pattern):
-    """``A[pattern, pattern]`` of the symmetric ``A`` (sorted rows): row ``a`` gives the entries of the
-    columns ``pattern[:a + 1]``, found by galloping along it (``pattern[:-1]`` increases), so a long row
-    of a popular item costs about ``a log(row / a)``, not its length."""
-    s = pattern.shape[0]
-    local = np.zeros((s, s))
-    for a in range(s):
-        start = a_indptr[pattern[a]]
-        row = a_indices[start : a_indptr[pattern[a] + 1]]
-        p = 0
-        for b in range(min(a + 1, s - 1)):
-            p = _gallop(row, p, pattern[b])
-            if p < row.shape[0] and row[p] == pattern[b]:
-                local[a, b] = local[b, a] = a_data[start + p]
-    start, i = a_indptr[pattern[s - 1]], pattern[s - 1]
-    row = a_indices[start : a_indptr[i + 1]]
-    p = np.searchsorted(row, i)
-    if p < row.shape[0] and row[p] == i:  # stored, A being SPD
-        local[s - 1, s - 1] = a_data[start + p]
-    return local
-
-
-@njit(cache=True, inline="always")
-def _gallop(row, lo, x):
-    """The first position ``p >= lo`` of the sorted ``row`` with ``row[p] >= x`` (``row.size`` if none):
-    steps doubling from ``lo``, then a bisection of the last step."""
-    n, hi, step = row.shape[0], lo, 1
-    while hi < n and row[hi] < x:
-        lo, hi, step = hi + 1, hi + step, 2 * step
-    hi = min(hi, n)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if row[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @njit(cache=True)

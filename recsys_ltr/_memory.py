@@ -7,7 +7,15 @@ at run time.  :func:`available_bytes` is read only to say, in a ``MemoryError``,
 
 from __future__ import annotations
 
-__all__ = ["BLOCK_BYTES", "CACHE_BYTES", "MATRIX_BYTES", "TASK_BYTES", "available_bytes", "rows_per_block"]
+__all__ = [
+    "BLOCK_BYTES",
+    "CACHE_BYTES",
+    "MATRIX_BYTES",
+    "TASK_BYTES",
+    "available_bytes",
+    "readable_bytes",
+    "rows_per_block",
+]
 
 #: One dense working block held at once: scores, distances or pair vectors of a block of rows (32 MiB).
 BLOCK_BYTES = 2**25
@@ -42,3 +50,11 @@ def available_bytes() -> int | None:
     except (OSError, ValueError):
         pass
     return min(room) if room else None
+
+
+def readable_bytes(n_bytes) -> str:
+    """``n_bytes`` for a message: ``"2.49 GB"``, ``"80 kB"``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} bytes"

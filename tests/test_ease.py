@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.linalg import get_lapack_funcs
 
-import recsys_ltr.models.ease as ease_module
 from recsys_ltr import _memory
-from recsys_ltr._fsai import _local_block, elimination_order, fsai_pattern_sizes
+from recsys_ltr._fsai import elimination_order, fsai_pattern_sizes
+from recsys_ltr._gram import gram
 from recsys_ltr._progress import progress_enabled
 from recsys_ltr._spd_inverse import inverse_flops, spd_inverse_inplace
 from recsys_ltr._topk import rows_times_dense
@@ -223,63 +223,10 @@ def test_sparse_recommend_and_similar_items_match_the_weights():
 
 
 def regularised_gram(X, lam):
-    """``X^T X + lam I`` as EASE's fit forms it from :func:`_gram`."""
-    A, norms = ease_module._gram(X)
-    A.setdiag(norms + lam)
+    """``X^T X + lam I`` as EASE's fit forms it from :func:`recsys_ltr._gram.gram`."""
+    A = gram(X, "EASE")
+    A.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)
     return A
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_gram_equals_the_textbook_sum(seed):
-    rng = np.random.default_rng(seed)
-    X = sp.random(40, 25, density=0.15, random_state=seed, format="csr")
-    X.data = rng.integers(1, 4, X.nnz).astype(np.float64)  # weighted feedback
-    X = sp.csr_matrix(X.toarray() * (np.arange(25) % 7 != 3))  # items without interactions
-    G, norms = ease_module._gram(X)
-    expected = (X.T @ X).toarray()
-    assert G.format == "csr" and G.has_sorted_indices
-    assert all(i in G.indices[G.indptr[i] : G.indptr[i + 1]] for i in range(25))  # every diagonal stored
-    np.testing.assert_array_equal(norms, expected.diagonal())
-    off = ~np.eye(25, dtype=bool)
-    np.testing.assert_allclose(G.toarray()[off], expected[off], rtol=1e-15)
-
-
-@pytest.mark.kernels
-@settings(max_examples=40, deadline=None)
-@given(
-    seed=st.integers(0, 2**31 - 1),
-    n_users=st.integers(1, 30),
-    n_items=st.integers(1, 300),
-    density=st.floats(0.0, 0.3),
-)
-def test_gram_kernel_equals_scipys_product_bit_for_bit(seed, n_users, n_items, density):
-    """Short rows (sorted) and long ones (scanned): the stored pattern is that of ``X^T X`` plus the
-    diagonal, every value the same sum in the same order as scipy's."""
-    rng = np.random.default_rng(seed)
-    X = sp.random(n_users, n_items, density=density, random_state=rng, format="csr")
-    X.data = rng.integers(1, 5, X.nnz) * rng.random(X.nnz)  # weighted, not exactly representable sums
-    G, _ = ease_module._gram(X)
-    Y = sp.vstack([X, sp.identity(n_items, format="csr")], format="csr")
-    expected = (Y.T @ Y).T.tocsr()
-    expected.sort_indices()
-    np.testing.assert_array_equal(G.indptr, expected.indptr)
-    np.testing.assert_array_equal(G.indices, expected.indices)
-    off = G.indices != np.repeat(np.arange(n_items), np.diff(G.indptr))
-    np.testing.assert_array_equal(G.data[off], expected.data[off])
-
-
-@pytest.mark.kernels
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), n_items=st.integers(1, 60), density=st.floats(0.0, 0.5))
-def test_fsai_local_block_is_the_dense_submatrix(seed, n_items, density):
-    rng = np.random.default_rng(seed)
-    X = sp.random(40, n_items, density=density, random_state=rng, format="csr")
-    A = regularised_gram(X, 1.0)
-    i = int(rng.integers(n_items))
-    others = np.setdiff1d(np.arange(n_items), [i])
-    pattern = np.append(np.sort(rng.choice(others, size=rng.integers(0, others.size + 1), replace=False)), i)
-    local = _local_block(A.indptr.astype(np.int64), A.indices, A.data, pattern.astype(np.int64))
-    np.testing.assert_array_equal(local, A.toarray()[np.ix_(pattern, pattern)])
 
 
 @pytest.mark.kernels
@@ -323,10 +270,10 @@ def test_solver_choice_does_not_depend_on_the_free_memory(monkeypatch):
         monkeypatch.setattr(_memory, "available_bytes", lambda room=room: room)
         assert EASE(regularization=5.0, k=3).fit(D).solver_ == "dense"
         assert EASE(regularization=5.0, k=3, dense_max_items=50).fit(D).solver_ == "sparse"
-    monkeypatch.setattr(_memory, "available_bytes", lambda: 40_000)
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 70_000)  # the Gram matrix, 61 kB, fits
     with pytest.raises(
         MemoryError,
-        match=r"dense solve of 100 items needs about 80 kB but the memory available is 40 kB: "
+        match=r"dense solve of 100 items needs about 80 kB but the memory available is 70 kB: "
         r"solver='sparse' needs about 16 kB",
     ):
         EASE(regularization=5.0, k=3).fit(D)

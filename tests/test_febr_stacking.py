@@ -996,7 +996,8 @@ def test_the_training_pools_keep_at_most_training_users_label_users(monkeypatch,
 
 
 def test_training_users_auto_follows_the_cost_model(monkeypatch):
-    """``"auto"``: as many label users as keep users x items x bases x parts within POOL_SCORES;
+    """``"auto"``: as many label users as keep users x items x bases x parts within POOL_SCORES and
+    the parts' users within POOL_USERS;
     a limit at or above the label users leaves the fit unchanged, bit for bit (no sample is drawn)."""
     from recsys_ltr.febr import bases as febr_bases
 
@@ -1004,6 +1005,8 @@ def test_training_users_auto_follows_the_cost_model(monkeypatch):
     assert limit("auto", 40_981, 6, 1) == febr_bases.POOL_SCORES // (40_981 * 6) == 8_733
     assert limit("auto", 17_000, 6, 2) == febr_bases.POOL_SCORES // (17_000 * 12)
     assert limit(None, 10**9, 10, 5) is None and limit(7, 10**9, 10, 5) == 7
+    assert limit("auto", 285, 7, 1) == febr_bases.POOL_USERS  # a small catalogue: the users' limit
+    assert limit("auto", 285, 7, 3) == febr_bases.POOL_USERS // 3  # over the parts
     train, val, _ = _synthetic_split(0)
     monkeypatch.setattr(febr_bases, "POOL_SCORES", 80 * 2 * 100)  # 100 users of the 80-item catalogue
     seen = _pool_queries(monkeypatch)

@@ -84,7 +84,7 @@ def test_lasso_case_l2_zero_reaches_sklearn_objective(seed):
     assert objective(X, W, 1.0, 0.0) <= objective(X, ref, 1.0, 0.0) + 1e-7
 
 
-@pytest.mark.parametrize("max_gram_bytes", [2**30, 1])  # dense Gram path / per-item Gram path
+@pytest.mark.parametrize("max_gram_bytes", [2**30, 1])  # dense Gram path / sparse Gram path
 def test_fsslim_matches_sklearn_on_neighbour_columns(max_gram_bytes):
     X = slim_feedback(3, n_users=50, n_items=15)
     knn = cosine_knn_matrix(X, 4)

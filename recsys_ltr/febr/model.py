@@ -81,8 +81,8 @@ show_progress :
     training_users : int, "auto" or None
         The most label users whose pools the scorer trains on, a random sample of each label part
         (``"auto"``: as many as keep their base scores within :data:`POOL_SCORES` values, users x
-        items x bases over the label parts; every user of the benchmark sets up to citeulike-a,
-        8,733 of gowalla's 29,858); ``None``: all.
+        items x bases over the label parts, and at most :data:`POOL_USERS` users; every user of the
+        benchmark sets up to citeulike-a, 8,733 of gowalla's 29,858); ``None``: all.
     init : {"best", "zeros"}
         Starting ``theta``: the tail's weights on the bases' within-user scores.
     lambdamart_params : dict, optional

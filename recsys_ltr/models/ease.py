@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 from .. import _memory
 from .._fsai import elimination_order, fsai_factor
+from .._gram import gram
+from .._memory import readable_bytes
 from .._progress import progress
 from .._spd_inverse import inverse_flops, spd_inverse_inplace, symmetrise_upper
 from .._threads import limit_threads
@@ -142,17 +143,17 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        gram, norms = _gram(X)
+        G, norms = gram(X, "EASE"), np.asarray(X.multiply(X).sum(axis=0)).ravel()
         self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside the Gram matrix
         threads, shown = self.num_threads, self.show_progress
         if self.solver_ == "dense":
-            P = gram.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
-            del gram
+            P = G.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
+            del G
             P[np.diag_indices_from(P)] = norms + self.regularization
             self.B_, self.factor_ = _dense_weights(P, threads, shown), None
         else:
-            gram.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
-            self.B_, self.factor_ = None, _sparse_factor(gram, self.k, threads, shown)
+            G.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
+            self.B_, self.factor_ = None, _sparse_factor(G, self.k, threads, shown)
 
     def _fit_outcome(self) -> str:
         return f" ({self.solver_} solve)"
@@ -169,12 +170,12 @@ class EASE(Recommender):
         for room, what in ((self.memory_limit, "memory_limit"), (_memory.available_bytes(), "the memory available")):
             if room is not None and need[solver] > room:
                 other = "sparse" if solver == "dense" else "dense"
-                hint = f"solver='{other}' needs about {_size(need[other])}" + (
+                hint = f"solver='{other}' needs about {readable_bytes(need[other])}" + (
                     "; a lower k shrinks the sparse solve" if solver == "sparse" else ""
                 )
                 raise MemoryError(
                     f"EASE's {solver} solve of {n} items{f' with k={self.k}' if solver == 'sparse' else ''} needs "
-                    f"about {_size(need[solver])} but {what} is {_size(room)}: {hint}"
+                    f"about {readable_bytes(need[solver])} but {what} is {readable_bytes(room)}: {hint}"
                 )
         return solver
 
@@ -208,75 +209,6 @@ class EASE(Recommender):
             raise ValueError(f"factor_ must be {n} x {n}, got {Z.shape[0]} x {Z.shape[1]}")
         if not np.all(np.isfinite(Z.data)) or not np.all(Z.diagonal() > 0):
             raise ValueError("factor_ must be finite with a positive diagonal")
-
-
-def _gram(X):
-    """``(G, norms)``: ``G = X^T X`` as CSR with sorted indices and every diagonal entry stored (its
-    values are not the Gram matrix's: :meth:`EASE._fit` sets the diagonal to ``norms + λ``), in the
-    memory of the result and ``X^T``; ``norms``: the squared column norms ``||X_:j||^2``.
-
-    Row ``i`` sums ``x_ui x_u.`` over the users ``u`` of item ``i`` in increasing order, as scipy's
-    product does, in parallel over the items: counted first (``G``'s row sizes), then filled.
-    """
-    Xt = X.T.tocsr()
-    n = X.shape[1]
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(
-        _gram_rows(Xt.indptr, Xt.indices, Xt.data, X.indptr, X.indices, X.data, indptr, None, None), out=indptr[1:]
-    )
-    indices, data = np.empty(indptr[-1], np.int32), np.empty(indptr[-1])
-    _gram_rows(Xt.indptr, Xt.indices, Xt.data, X.indptr, X.indices, X.data, indptr, indices, data)
-    norms = np.asarray(X.multiply(X).sum(axis=0)).ravel()
-    return sp.csr_matrix((data, indices, indptr), shape=(n, n)), norms
-
-
-_GRAM_CHUNKS = 256  # work units of the Gram kernel: each holds two arrays of n_items
-
-
-@njit(parallel=True, cache=True)
-def _gram_rows(t_indptr, t_indices, t_data, x_indptr, x_indices, x_data, indptr, indices, data):
-    """The rows of ``X^T X`` (``X^T``: ``t_*``) and its diagonal: without ``indices`` their sizes
-    (returned), with them the sorted columns and values at ``indptr``."""
-    n = t_indptr.shape[0] - 1
-    sizes = np.zeros(n, np.int64)
-    n_chunks = min(n, _GRAM_CHUNKS)
-    for c in prange(n_chunks):
-        seen = np.full(n, -1, np.int64)  # the last row that touched a column
-        total = np.zeros(n)
-        touched = np.empty(n, np.int64)
-        for i in range(c, n, n_chunks):
-            m = 1
-            seen[i], touched[0], total[i] = i, i, 0.0
-            for p in range(t_indptr[i], t_indptr[i + 1]):
-                u, x = t_indices[p], t_data[p]
-                for q in range(x_indptr[u], x_indptr[u + 1]):
-                    j = x_indices[q]
-                    if seen[j] != i:
-                        seen[j], touched[m], total[j] = i, j, 0.0
-                        m += 1
-                    total[j] += x * x_data[q]
-            sizes[i] = m
-            if indices is None:
-                continue
-            at = indptr[i]
-            if 16 * m < n:  # a short row: its columns sorted
-                for j in np.sort(touched[:m]):
-                    indices[at], data[at] = j, total[j]
-                    at += 1
-            else:  # a long one: in order by a scan of the columns
-                for j in range(n):
-                    if seen[j] == i:
-                        indices[at], data[at] = j, total[j]
-                        at += 1
-    return sizes
-
-
-def _size(n_bytes):
-    """``n_bytes`` for a message: ``"2.49 GB"``, ``"80 kB"``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes:.0f} bytes"
 
 
 def _dense_weights(P, num_threads, show_progress) -> np.ndarray:

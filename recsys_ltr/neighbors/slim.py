@@ -30,6 +30,7 @@ from numba import njit, prange
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import _memory
+from .._gram import gram, local_block
 from .._memory import rows_per_block
 from .._progress import progress, progress_enabled
 from .._threads import check_num_threads, numba_threads
@@ -83,8 +84,9 @@ def slim_weights(
     max_gram_bytes : int
         Bound on the dense int32 Gram matrix ``X^T X`` (``4 n_items**2`` bytes; default
         :data:`recsys_ltr._memory.MATRIX_BYTES`, at most 16,384 items).  Full SLIM above it
-        raises ``MemoryError``; fsSLIM falls back to each item's ``k x k`` Gram from its
-        neighbours' user lists (no ``n x n`` memory).
+        raises ``MemoryError``; fsSLIM holds it sparse instead (:func:`recsys_ltr._gram.gram`: 12
+        bytes per co-occurring pair, refused up front when they would not fit in the memory
+        available) and reads each item's ``k x k`` block from it.
 
     Returns
     -------
@@ -165,10 +167,13 @@ def fit_slim(
     )
     with numba_threads(num_threads):
         if use_gram:
-            G = _dense_gram(X.indptr, X.indices, *args[:2], n_items)
-        else:
-            G = np.zeros((0, 0), np.int32)
-        W, n_unconverged = _solve_all(G, args, n_items, m_max, num_threads, show_progress, full)
+            G, S = _dense_gram(X.indptr, X.indices, *args[:2], n_items), sp.csr_matrix((0, 0))
+        else:  # the counts of the binary X, sparse
+            G, S = (
+                np.zeros((0, 0), np.int32),
+                gram(sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), X.shape), "fsSLIM"),
+            )
+        W, n_unconverged = _solve_all(G, S, args, n_items, m_max, num_threads, show_progress, full)
     if n_unconverged:
         warnings.warn(
             f"{n_unconverged} of {n_items} item problems did not converge within max_iter={max_iter} "
@@ -211,10 +216,12 @@ def _check_neighbors(neighbors, n_items: int) -> sp.csr_matrix:
     return neighbors
 
 
-def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):
-    """Solve every item in chunks (one progress update per chunk) and assemble ``W``."""
+def _solve_all(G, S, args, n_items, m_max, num_threads, show_progress, full):
+    """Solve every item in chunks (one progress update per chunk) and assemble ``W``: from the dense
+    Gram matrix ``G``, or when it is empty from the sparse one ``S``."""
     chunk = max(num_threads, min(math.ceil(n_items / 20), rows_per_block(8 * m_max)))
     g_diag = np.diag(G).astype(np.float64)
+    sparse = (S.indptr.astype(np.int64), S.indices, S.data)
     rows, cols, vals = [], [], []
     n_unconverged = 0
     with progress(show_progress, total=n_items, desc="fsSLIM" if not full else "SLIM", unit="item") as bar:
@@ -222,7 +229,7 @@ def _solve_all(G, args, n_items, m_max, num_threads, show_progress, full):
             targets = np.arange(start, min(start + chunk, n_items), dtype=np.int64)
             coef = np.zeros((targets.size, m_max))
             with numba.parallel_chunksize(1):  # items differ widely in cost: schedule dynamically
-                status = _solve_chunk(G, g_diag, targets, coef, *args)
+                status = _solve_chunk(G, g_diag, *sparse, targets, coef, *args)
             n_unconverged += int(np.sum(status < 0))
             r, c, v = _collect(targets, coef, n_items, args[2], args[3], full)
             rows.append(r)
@@ -258,44 +265,28 @@ def _candidates(i, n_items, nb_indptr, nb_indices, full):
     return row[row != i]
 
 
-@njit(cache=True)
-def _intersection_size(a, b):
-    """Size of the intersection of two sorted unique id arrays."""
-    p = q = count = 0
-    while p < a.size and q < b.size:
-        if a[p] < b[q]:
-            p += 1
-        elif a[p] > b[q]:
-            q += 1
-        else:
-            count += 1
-            p += 1
-            q += 1
-    return count
-
-
-@njit(cache=True)
-def _local_gram(i, idx, c_indptr, c_indices):
-    """k x k Gram of the candidates ``idx`` and their co-occurrences with ``i`` (fsSLIM, no G)."""
-    m = idx.size
-    H = np.empty((m, m), np.int32)
-    b = np.empty(m)
-    users_i = c_indices[c_indptr[i] : c_indptr[i + 1]]
-    for a in range(m):
-        users_a = c_indices[c_indptr[idx[a]] : c_indptr[idx[a] + 1]]
-        H[a, a] = users_a.size
-        b[a] = _intersection_size(users_i, users_a)
-        for c in range(a + 1, m):
-            users_c = c_indices[c_indptr[idx[c]] : c_indptr[idx[c] + 1]]
-            H[a, c] = H[c, a] = _intersection_size(users_a, users_c)
-    return H, b
-
-
 @njit(parallel=True, cache=True)
 def _solve_chunk(
-    G, g_diag, targets, coef, c_indptr, c_indices, nb_indptr, nb_indices, full, l1, l2, positive, max_iter, tol
+    G,
+    g_diag,
+    s_indptr,
+    s_indices,
+    s_data,
+    targets,
+    coef,
+    c_indptr,
+    c_indices,
+    nb_indptr,
+    nb_indices,
+    full,
+    l1,
+    l2,
+    positive,
+    max_iter,
+    tol,
 ):
-    """Solve the items ``targets`` in parallel; ``coef[t, :m]`` gets item t's local weights.
+    """Solve the items ``targets`` in parallel; ``coef[t, :m]`` gets item t's local weights.  The Gram
+    matrix is the dense ``G`` or, when that is empty, the sparse ``s_*``.
 
     Returns per item the number of epochs used, negated when ``max_iter`` was reached.
     """
@@ -312,10 +303,13 @@ def _solve_chunk(
             for a in range(m):
                 b[a] = G[i, idx[a]]
                 h[a] = g_diag[idx[a]]
-        else:
-            H, b = _local_gram(i, idx, c_indptr, c_indices)
+        else:  # the block of the candidates and i, i last
+            pattern = np.empty(m + 1, np.int64)
+            pattern[:m], pattern[m] = idx, i
+            local = local_block(s_indptr, s_indices, s_data, pattern)
+            H, b = local[:m, :m].astype(np.int32), local[:m, m].copy()  # counts, as the dense G holds them
             hidx = np.arange(m).astype(idx.dtype)
-            h = np.diag(H).astype(np.float64)
+            h = np.diag(local)[:m].copy()
         yy = c_indptr[i + 1] - c_indptr[i]  # ||x_i||^2 = number of users of item i
         status[t] = _coordinate_descent(H, hidx, h, b, yy, l1, l2, positive, max_iter, tol, coef[t, :m])
     return status
