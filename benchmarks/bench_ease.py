@@ -38,10 +38,10 @@ from scipy.linalg import get_lapack_funcs
 from threadpoolctl import threadpool_limits
 
 from recsys_ltr import datasets, split
+from recsys_ltr._gram import gram as gram_matrix
 from recsys_ltr._spd_inverse import _cholesky, _Matrix, spd_inverse_inplace, symmetrise_upper
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import EASE
-from recsys_ltr.models.ease import _gram
 
 THREADS = 2
 METRICS = ("ADG", "REC@10", "NDCG", "MAP", "ATOP")
@@ -192,8 +192,8 @@ class Float32Weights:
     reference of the sparse solve on catalogues whose float64 solve does not fit."""
 
     def __init__(self, X, lam):
-        gram, norms = _gram(X)
-        gram.setdiag(norms + lam)  # X^T X + lam I, as EASE's fit makes it
+        gram = gram_matrix(X, "EASE")
+        gram.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)  # X^T X + lam I, as EASE's fit makes it
         P = gram.astype(np.float32).toarray().T
         with threadpool_limits(THREADS, user_api="blas"):
             spd_inverse_inplace(P)

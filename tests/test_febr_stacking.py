@@ -1003,7 +1003,7 @@ def test_training_users_auto_follows_the_cost_model(monkeypatch):
 
     limit = febr_bases.pool_user_limit
     assert limit("auto", 40_981, 6, 1) == febr_bases.POOL_SCORES // (40_981 * 6) == 8_733
-    assert limit("auto", 17_000, 6, 2) == febr_bases.POOL_SCORES // (17_000 * 12)
+    assert limit("auto", 40_981, 6, 2) == febr_bases.POOL_SCORES // (40_981 * 12)
     assert limit(None, 10**9, 10, 5) is None and limit(7, 10**9, 10, 5) == 7
     assert limit("auto", 285, 7, 1) == febr_bases.POOL_USERS  # a small catalogue: the users' limit
     assert limit("auto", 285, 7, 3) == febr_bases.POOL_USERS // 3  # over the parts
