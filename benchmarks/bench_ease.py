@@ -193,7 +193,7 @@ class Float32Weights:
 
     def __init__(self, X, lam):
         gram = gram_matrix(X, "EASE")
-        gram.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)  # X^T X + lam I, as EASE's fit makes it
+        gram.setdiag(gram.diagonal() + lam)  # X^T X + lam I, as EASE's fit makes it
         P = gram.astype(np.float32).toarray().T
         with threadpool_limits(THREADS, user_api="blas"):
             spd_inverse_inplace(P)

@@ -225,7 +225,7 @@ def test_sparse_recommend_and_similar_items_match_the_weights():
 def regularised_gram(X, lam):
     """``X^T X + lam I`` as EASE's fit forms it from :func:`recsys_ltr._gram.gram`."""
     A = gram(X, "EASE")
-    A.setdiag(np.asarray(X.multiply(X).sum(axis=0)).ravel() + lam)
+    A.setdiag(A.diagonal() + lam)
     return A
 
 

@@ -105,8 +105,9 @@ POOL_SCORES = 2**31
 #: random sample past it whatever the catalogue size.  On ``make_tastes``' 100,000 users x 10,000
 #: items (four bases) :data:`POOL_SCORES` alone kept 53,687 label users, whose pools took 72 s of a
 #: 171 s fit; with this limit they take 24 s (the fit, with EASE's faster solve, 95 s), for the
-#: same model (the paired test kept the tail both times; ``benchmarks/scale_table.py``).  Every label user of the benchmark sets and of gowalla's
-#: :data:`POOL_SCORES` sample is within it (msweb, the most: 9,544).
+#: same model (the paired test kept the tail both times; ``benchmarks/scale_table.py``).  Every
+#: label user of the benchmark sets and of gowalla's :data:`POOL_SCORES` sample is within it
+#: (msweb, the most: 9,544).
 POOL_USERS = 2**14
 
 #: Catalogue size up to which FEBR stacks fsSLIM: it pays on small catalogues (msweb, 285 items,

@@ -143,16 +143,16 @@ class EASE(Recommender):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X):
-        G, norms = gram(X, "EASE"), np.asarray(X.multiply(X).sum(axis=0)).ravel()
+        G = gram(X, "EASE")  # its diagonal stored: the squared column norms
         self.solver_ = self._choose_solver(X.shape[1])  # the memory left beside the Gram matrix
         threads, shown = self.num_threads, self.show_progress
         if self.solver_ == "dense":
             P = G.toarray().T  # Fortran-ordered and, the Gram matrix being symmetric, equal to it
             del G
-            P[np.diag_indices_from(P)] = norms + self.regularization
+            P[np.diag_indices_from(P)] += self.regularization
             self.B_, self.factor_ = _dense_weights(P, threads, shown), None
         else:
-            G.setdiag(norms + self.regularization)  # in place: every diagonal entry is stored
+            G.setdiag(G.diagonal() + self.regularization)  # in place: every diagonal entry is stored
             self.B_, self.factor_ = None, _sparse_factor(G, self.k, threads, shown)
 
     def _fit_outcome(self) -> str:
