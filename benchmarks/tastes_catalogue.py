@@ -25,7 +25,7 @@ from recsys_ltr import split
 from recsys_ltr.datasets import make_tastes
 from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ALS, EASE, GFCF, ItemKNN, RP3beta, UserKNN
+from recsys_ltr.models import ALS, BSPM, EASE, GFCF, ItemKNN, RP3beta, UserKNN
 
 MODELS = {
     "FEBR": FEBR,
@@ -35,6 +35,7 @@ MODELS = {
     "RP3beta": RP3beta,
     "ALS": ALS,
     "GF-CF": GFCF,
+    "BSPM": BSPM,
 }
 METRICS = ("ADG", "MAP", "REC@20", "NDCG@20")
 

@@ -242,7 +242,7 @@ def small_models(n_items, variants=False) -> dict:
         "FEBR": lambda: stacked(holdout=3),  # the fuzz campaign's case: few positives, a 3-fold label holdout
     }  # fmt: skip
     if importlib.util.find_spec("lightfm"):
-        models["LightFMWARP"] = lambda: LightFMWARP(no_components=3, epochs=2, random_state=0, **one)
+        models["LightFMWARP"] = lambda: LightFMWARP(factors=3, iterations=2, random_state=0, **one)
     if variants:
         models["EASE-sparse"] = lambda: EASE(regularization=2.0, solver="sparse", k=3, **one)
         models["FEBR-0.5"] = lambda: stacked(holdout=0.5)

@@ -297,13 +297,13 @@ def test_seed_and_one_thread_reproduce(planted):
 def test_auto_bases_on_a_small_catalogue(planted, tmp_path):
     train, val, _ = planted
     model = fast(max_iter=1000).fit(train, validation=val)
-    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     loaded = Recommender.load(model.save(tmp_path / "auto.npz"))  # the fitted names round-trip
     for name in ("base_names_", "feature_names_", "tail_bases_"):
         assert getattr(loaded, name) == getattr(model, name), name
     assert [type(b) for b in loaded.bases_] == [type(b) for b in model.bases_]
     assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
-    assert model.coef_.shape == (3 * 7 + 3,)
+    assert model.coef_.shape == (3 * 8 + 3,)
 
 
 def test_auto_bases_follow_the_catalogue_size():
@@ -313,7 +313,7 @@ def test_auto_bases_follow_the_catalogue_size():
 
     small, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS)))
     large, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS + 1)))
-    assert small == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert small == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     assert large == small[:-1]
     stack = get_method("FEBR-stack")
     assert list(stack.stacked(Workload(SLIM_ITEMS, 0, 0))) == small
@@ -325,17 +325,17 @@ def test_auto_bases_follow_the_catalogue_size():
     [
         (USER_PAIRS, ITEM_PAIRS, []),
         (USER_PAIRS + 1, ITEM_PAIRS, ["KUNN", "user-p"]),
-        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE"]),
-        (USER_PAIRS + 1, ITEM_PAIRS + 1, ["EASE", "KUNN", "user-p"]),
+        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE", "GF-CF"]),
+        (USER_PAIRS + 1, ITEM_PAIRS + 1, ["EASE", "GF-CF", "KUNN", "user-p"]),
     ],
 )
 def test_auto_bases_leave_out_the_bases_past_their_cost_limit(user_pairs, item_pairs, left_out):
-    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE, in FEBR and
-    in the command line's stacked methods alike."""
+    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE and GF-CF, in
+    FEBR and in the command line's stacked methods alike."""
     from recsys_ltr.eval.methods import get_method
     from recsys_ltr.febr.bases import Workload, auto_bases
 
-    every = ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
+    every = ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
     workload = Workload(SLIM_ITEMS + 1, float(user_pairs), float(item_pairs))
     kept = [b.name for b in auto_bases(workload)]
     assert kept == [n for n in every if n not in left_out]
@@ -368,8 +368,9 @@ def test_a_refit_keeps_the_bases_chosen_on_the_training_split(planted, monkeypat
     monkeypatch.setattr(bases_module, "AUTO_BASES", capped)
     assert "KUNN" not in bases_module.resolve_bases("auto", train)[0]
     model = fast(max_iter=1000).fit(train)
-    assert model.base_names_ == ["EASE", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
-    assert [type(b).__name__ for b in model.bases_] == ["EASE", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
+    assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    kinds = ["EASE", "GFCF", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
+    assert [type(b).__name__ for b in model.bases_] == kinds
     assert all((b.user_items_ != train).nnz == 0 for b in model.bases_)  # refitted on all of X
 
 
@@ -1002,8 +1003,8 @@ def test_training_users_auto_follows_the_cost_model(monkeypatch):
     from recsys_ltr.febr import bases as febr_bases
 
     limit = febr_bases.pool_user_limit
-    assert limit("auto", 40_981, 6, 1) == febr_bases.POOL_SCORES // (40_981 * 6) == 8_733
-    assert limit("auto", 40_981, 6, 2) == febr_bases.POOL_SCORES // (40_981 * 12)
+    assert limit("auto", 40_981, 7, 1) == febr_bases.POOL_SCORES // (40_981 * 7) == 3_742
+    assert limit("auto", 40_981, 7, 2) == febr_bases.POOL_SCORES // (40_981 * 14)
     assert limit(None, 10**9, 10, 5) is None and limit(7, 10**9, 10, 5) == 7
     assert limit("auto", 285, 7, 1) == febr_bases.POOL_USERS  # a small catalogue: the users' limit
     assert limit("auto", 285, 7, 3) == febr_bases.POOL_USERS // 3  # over the parts
@@ -1019,3 +1020,66 @@ def test_training_users_auto_follows_the_cost_model(monkeypatch):
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.score(np.arange(50)), b.score(np.arange(50)))
     assert not np.array_equal(auto.coef_, a.coef_)
+
+
+class Noise(Recommender):
+    """Scores every pair by a fixed pseudo-random value of (user, item): a base that knows nothing."""
+
+    def __init__(self, num_threads=0, show_progress=None):
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _fit(self, X):
+        pass
+
+    def _score_rows(self, rows, ids, recalculate):
+        items = np.arange(rows.shape[1])
+        return np.sin(np.asarray(ids)[:, None] * 12.9898 + items[None, :] * 78.233) % 1.0
+
+
+def test_a_stack_never_ends_below_its_strong_base():
+    """A planted strong base (ItemKNN on block data) among a base that knows nothing and one that
+    knows only popularity, listed first: ``fit(X)`` with its carved validation ends at or above the
+    strong base on held-out test users, on the full list and on the top 20 alike (one-sided paired
+    t-test that FEBR is below it: p > .05), and the validation decisions kept it in the tail."""
+    from scipy.stats import ttest_rel
+
+    X = block_feedback(n_groups=6, users=80, items=30, p_in=0.25, p_out=0.03, seed=3)
+    train, _, test = holdout(X, val=0.0, test=0.2, random_state=0)
+    strong = ItemKNN(k=20)
+    model = FEBR(bases=[Popularity(), Noise(), strong], random_state=0, num_threads=1).fit(train)
+    assert "ItemKNN" in model.tail_bases_ and "Noise" not in model.tail_bases_
+    values = model.history_[0]["base_val_adg"]
+    assert values["ItemKNN"] > max(values["Popularity"], values["Noise"])
+    alone = strong.fit(train)
+    metrics = ["ADG", "NDCG@20", "REC@20", "MAP"]
+    ours, theirs = (evaluate(m, train, test, metrics=metrics).per_user for m in (model, alone))
+    for metric in metrics:
+        if np.any(ours[metric] != theirs[metric]):  # identical lists (the strong base alone) pass
+            below = ttest_rel(ours[metric], theirs[metric], alternative="less").pvalue
+            assert below > 0.05, (metric, ours[metric].mean(), theirs[metric].mean())
+
+
+def test_no_dense_users_by_items_block_beyond_the_budget(monkeypatch):
+    """Every dense score block of a fit -- the training pools, the context statistics, the
+    validation samples and their evaluations -- holds at most the rows of a planted block budget
+    (a spy on the one route by which FEBR scores a base), and the tail cached for the validation
+    decisions at most the rows of the cache budget."""
+    from recsys_ltr import _memory
+    from recsys_ltr.febr import validation
+
+    train, val, _ = _synthetic_split(0)
+    n_items, n_bases = train.shape[1], 3
+    monkeypatch.setattr(_memory, "BLOCK_BYTES", 8 * n_items * n_bases * 9)  # blocks of 9 users of 3 bases
+    monkeypatch.setattr(validation, "CACHE_BYTES", 8 * n_items * 60)  # a tail of 60 users
+    rows_seen, original = [], stacking.base_scores
+
+    def spy(base, rows, ids, recalculate=False):
+        rows_seen.append(rows.shape[0])
+        return original(base, rows, ids, recalculate)
+
+    monkeypatch.setattr(stacking, "base_scores", spy)
+    model = fast(bases=[ItemKNN(k=20), UserKNN(k=20), Popularity()], validation_users=None)
+    model.fit(train, validation=val)
+    assert len(rows_seen) > 100 and max(rows_seen) <= 27  # a block of one base at most 3 x 9 rows
+    assert model.stacked_gain_["users"] <= 60

@@ -242,7 +242,7 @@ def test_settings_that_would_overflow_are_refused_before_the_fit(model, name, mo
     def no_svd(*args, **kwargs):
         raise AssertionError("the SVD ran: the bound was not decided before the computation")
 
-    monkeypatch.setattr("recsys_ltr.models.graph_filter.randomized_svd", no_svd)
+    monkeypatch.setattr("recsys_ltr.models.graph_filter.leading_right_singular", no_svd)
     with pytest.raises(ValueError, match=f"scores could reach e\\^.*beyond float64's range: {name} grows them"):
         model.fit(feedback(0))
 

@@ -1,15 +1,16 @@
 """The base recommenders of stacked FEBR: the default set and reuse.
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick, each at its
-one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``ALS()``,
+one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``GFCF()``, ``ALS()``,
 ``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.  On large
 data a base whose fit grows faster than the positives is left out where its cost model
 (:class:`Workload`) passes a fixed limit: the user-side neighbourhoods past :data:`USER_PAIRS`,
-EASE past :data:`ITEM_PAIRS`.  :data:`AUTO_BASES` is the one list of default bases: the command
-line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3 settings per
-base, searched on the training labels, fitted every base up to five times instead of three for at
-most .0010 more test ADG of ``FEBR()`` on the five benchmark sets (3 seeds; README).  Every base is fitted on the feature part ``F`` of each
-label part (the training features) and on ``X`` for prediction.
+EASE and GF-CF past :data:`ITEM_PAIRS`.  :data:`AUTO_BASES` is the one list of default bases: the
+command line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3
+settings per base, searched on the training labels, fitted every base up to five times instead of
+three for at most .0010 more test ADG of ``FEBR()`` on the five benchmark sets (3 seeds; README).
+Every base is fitted on the feature part ``F`` of each label part (the training features), on the
+training part that FEBR validates on and on ``X`` for prediction.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone
 
-from ..models import ALS, EASE, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
+from .._gram import GRAM_ENTRY_BYTES
+from ..models import ALS, EASE, GFCF, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..split import label_parts, sample_users_trusted
 from .stacking import Pool, Stack, build_pool, concatenate_pools, context_statistics
@@ -27,6 +30,7 @@ from .training import STAT_USERS, OptADGRecommender
 
 __all__ = [
     "AUTO_BASES",
+    "GRAPH_BYTES",
     "ITEM_PAIRS",
     "POOL_SCORES",
     "POOL_USERS",
@@ -97,9 +101,11 @@ class AutoBase(NamedTuple):
 #: the pools costs about that (each base's dense row of every user), while the scorer's weights (three
 #: per base) gain nothing measurable from more queries: on gowalla (29,858 users x 40,981 items, six
 #: bases) the pools of every user took 135 s of a 333 s fit, those of 8,733 users 42 s of 242 s, with
-#: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics).  No sample on the
-#: five data sets of the benchmark tables (citeulike-a, the largest, scores 5.7e8 values).
-POOL_SCORES = 2**31
+#: the same test figures (``benchmarks/gowalla_febr.py``, both validation metrics); ``make_tastes``'
+#: 100,000 users x 30,000 items (five bases) keep 7,158 label users, whose pools take about 20 s.
+#: No sample on the five data sets of the benchmark tables (citeulike-a, the largest, scores 6.8e8
+#: values with its seven bases).
+POOL_SCORES = 2**30
 
 #: ``training_users="auto"``: the most label users of the training pools, over the label parts, a
 #: random sample past it whatever the catalogue size.  On ``make_tastes``' 100,000 users x 10,000
@@ -122,15 +128,22 @@ SLIM_ITEMS = 2048
 #: set of the benchmark tables is within it (movielens-1m-implicit, the most, has 6.5e8).
 USER_PAIRS = 2**31
 
-#: :attr:`Workload.item_pairs` up to which FEBR stacks EASE: its Gram matrix stores at most that
-#: many entries of 12 bytes besides its fit's temporaries, and FEBR holds it beside its other bases
-#: (300,000 users x 30,000 items of ``make_tastes``: 4.7e8 pairs, 2.8 GB at the fit's peak; the five
-#: benchmark sets at most 2.6e8).
+#: :attr:`Workload.item_pairs` up to which FEBR stacks EASE and GF-CF, the two bases that read the
+#: item-item graph ``X^T X``: it stores at most that many entries of 12 bytes, during EASE's fit and,
+#: as GF-CF's ``P`` (formed up to that size, :data:`GRAPH_BYTES`), beside FEBR's other bases (in
+#: practice about half of the bound: ``make_tastes`` 300,000 users x 30,000 items, 4.7e8 pairs,
+#: 2.3e8 entries, 2.5 GiB; 1,000,000 x 100,000 items, 1.6e9 pairs, past the limit, 8.6e8 entries,
+#: 9.6 GiB; the five benchmark sets at most 2.6e8 pairs).
 ITEM_PAIRS = 2**30
+
+#: GF-CF's ``max_graph_bytes`` as a base: its ``P`` formed (its binary rows scored by one product)
+#: wherever :data:`ITEM_PAIRS` stacks it.
+GRAPH_BYTES = GRAM_ENTRY_BYTES * ITEM_PAIRS
 
 #: ``bases="auto"``: the models at their defaults (fsSLIM with ``k=100`` candidates per item).
 AUTO_BASES = (
     AutoBase("EASE", EASE(), max_item_pairs=ITEM_PAIRS),
+    AutoBase("GF-CF", GFCF(max_graph_bytes=GRAPH_BYTES), max_item_pairs=ITEM_PAIRS),
     AutoBase("ALS", ALS()),
     AutoBase("RP3beta", RP3beta()),
     AutoBase("KUNN", KUNN(), max_user_pairs=USER_PAIRS),
@@ -182,18 +195,19 @@ def named_bases(bases) -> list[tuple[str, Recommender]]:
     return named
 
 
-def resolve_bases(bases, X, num_threads=0, names=None) -> tuple[list[str], list[BaseSpec]]:
+def resolve_bases(bases, X, num_threads=0) -> tuple[list[str], list[BaseSpec]]:
     """``(names, specs)`` of ``bases`` ("auto" or a list, :func:`named_bases`) for the feedback
-    ``X``; for ``"auto"`` the default bases stacked on ``X`` (:func:`auto_bases`) or, given, those
-    of ``names`` (a refit keeps the bases chosen at training)."""
+    ``X``; for ``"auto"`` the default bases stacked on ``X`` (:func:`auto_bases`)."""
     if isinstance(bases, str):  # "auto"
-        chosen = auto_bases(Workload.of(X)) if names is None else [b for b in AUTO_BASES if b.name in names]
+        chosen = auto_bases(Workload.of(X))
         specs = []
         for base in chosen:
             template = clone(base.template).set_params(num_threads=num_threads)
-            k_max = min(X.shape) - 1  # neighbourhood sizes must fit both sides (KUNN uses both)
-            if "k" in template.get_params() and template.k > k_max:
-                template.set_params(k=k_max)
+            params = template.get_params()
+            # sizes that must fit both sides: neighbourhoods (KUNN uses both), GF-CF's singular vectors
+            for name, most in (("k", min(X.shape) - 1), ("factors", min(X.shape))):
+                if name in params and params[name] > most:
+                    template.set_params(**{name: most})
             specs.append(BaseSpec(template, None))
         return [base.name for base in chosen], specs
     named = named_bases(bases)
@@ -201,10 +215,12 @@ def resolve_bases(bases, X, num_threads=0, names=None) -> tuple[list[str], list[
     return [name for name, _ in named], specs
 
 
-def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_pool_users, rng, stage, never=()):
+def pools_of_label_parts(specs, names, parts, held_out, n_top, exclude_known, n_pool_users, rng, stage, never=()):
     """The training pool of the label ``parts`` ``[(F, L), ...]``: each base fitted on ``F`` (one fit
     of each base held at a time), at most ``n_pool_users`` label users of each part (a random sample;
-    ``None``: all).  ``stage(message)`` reports progress; ``never``: items that are no one's candidate."""
+    ``None``: all).  No pool holds an item of ``held_out`` (the validation positives, or ``None``:
+    never a training negative) nor, with ``exclude_known``, of ``F``.  ``stage(message)`` reports
+    progress; ``never``: items that are no one's candidate."""
     pools = []
     for part, (F, L) in enumerate(parts):
         bases_F = []
@@ -216,9 +232,13 @@ def pools_of_label_parts(specs, names, parts, n_top, exclude_known, n_pool_users
             bases_F.append(clone(spec.template)._fit_trusted(F))
         stage("features of the training pairs")
         context = context_statistics(bases_F, F, sample_users_trusted(F, STAT_USERS))
+        excluded = F if exclude_known else sp.csr_matrix(F.shape)
+        if held_out is not None:
+            excluded = (excluded + held_out).tocsr()
+            excluded.sort_indices()
         # a child stream: every other draw of the fit stays as it is without a limit
         users = sample_users_trusted(L, n_pool_users, rng.spawn(1)[0])
-        pools.append(build_pool(bases_F, context, F, L, n_top, users, exclude_known=exclude_known, never=never))
+        pools.append(build_pool(bases_F, context, F, L, n_top, users, excluded, never))
         del bases_F
     return concatenate_pools(pools)
 
@@ -232,15 +252,18 @@ def pool_user_limit(training_users, n_items, n_bases, n_parts):
     return training_users
 
 
-def training_pool(specs, names, X, holdout, exclude_top, candidates, training_users, rng, stage, never) -> Pool:
+def training_pool(
+    specs, names, X, held_out, holdout, exclude_top, candidates, training_users, rng, stage, never
+) -> Pool:
     """FEBR's training pool: ``X`` split into label parts (``recsys_ltr.split.label_parts``),
     the heads of at most ``training_users`` label users of each part (``"auto"``: as many as keep
     the parts' base scores within :data:`POOL_SCORES` values; ``None``: all) under the bases fitted
-    on its feature part (``pools_of_label_parts``).  A pool where no user has a label and a
-    non-label in its head is refused before any training."""
+    on its feature part (:func:`pools_of_label_parts`; ``held_out``: the validation positives, or
+    ``None``).  A pool where no user has a label and a non-label in its head is refused before any
+    training."""
     parts = label_parts(X, holdout, rng, exclude_top)
     limit = pool_user_limit(training_users, X.shape[1], len(specs), len(parts))
-    pool = pools_of_label_parts(specs, names, parts, candidates, holdout != 0, limit, rng, stage, never)
+    pool = pools_of_label_parts(specs, names, parts, held_out, candidates, holdout != 0, limit, rng, stage, never)
     sizes = np.diff(pool.indptr)
     labels = np.diff(np.concatenate(([0], np.cumsum(pool.label)))[pool.indptr])
     if not np.any((labels > 0) & (labels < sizes)):

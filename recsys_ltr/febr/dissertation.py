@@ -181,7 +181,7 @@ num_threads, show_progress :
             check_k(self._param("k"), X.shape[1] if s == "item" else X.shape[0], f"{s}s")
 
     # ------------------------------------------------------------------ training
-    def _train(self, X, validation, rng, bar):
+    def _train(self, X, validation, final, rng, bar):
         with numba_threads(self.num_threads):
             report_stage(bar, _log, "affinities and features")
             self._set_features(X)
@@ -205,6 +205,10 @@ num_threads, show_progress :
             validate = None if validation is None else self._validator(X, validation, rng)
             report_stage(bar, _log, "training (OPT-ADG)")
             self._run_optadg(sampler, state, (_febr_score, _febr_update, rows), theta, state[14], None, validate, bar)
+            if final is not X:  # the affinities rebuilt on all of the data after training on a held-out split
+                report_stage(bar, _log, "refit on all of X")
+                self._set_features(final)
+                self.linear_[1], self.linear_[2] = _statistics(self.extractor_)
 
     def _validator(self, X, validation, rng):
         """``theta -> validation value`` (``validation_metric``) over at most ``validation_users``
@@ -229,12 +233,6 @@ num_threads, show_progress :
         item, user = build_affinities(F, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)
         extractor = FeatureExtractor.trusted(F, self.k, item, user, self.num_threads)
         return (extractor, *_statistics(extractor), L, 1.0)
-
-    def _refit(self, X, bar):
-        """The affinities rebuilt on all of ``X`` after training on a held-out split."""
-        with numba_threads(self.num_threads):
-            self._set_features(X)
-            self.linear_[1], self.linear_[2] = _statistics(self.extractor_)
 
     def _set_features(self, X):
         item, user = build_affinities(X, self.affinity, self.side, self.k, self.affinity_params, self.num_threads)

@@ -8,7 +8,9 @@ from, or a base that memorises its training positives would look perfect.  Each 
 are split into a feature part ``F`` and labels ``L`` (``holdout``); the bases that make the
 training features are fitted on ``F``, the pairs are the candidate pools of
 :func:`~recsys_ltr.febr.stacking.build_pool` (every base's top candidates: negatives are the pool's
-non-labels), and at prediction the bases are refitted on all of ``X``.  The labels are drawn as
+non-labels; the validation positives are never among them), the validation decisions score their
+users with the bases fitted on the training part, and at prediction the bases are refitted on all
+of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
 ``theta`` starts at the tail (the best single base on validation, or the mean of the within-user
 standardised scores of the bases tied with it when that mean is better) and early stopping keeps the
@@ -53,9 +55,9 @@ class FEBR(OptADGRecommender):
     ----------
     bases : "auto" or list of Recommender or of (str, Recommender)
         ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES`, each at its one-line
-        default (EASE, dense on small catalogues and sparse on large ones, ALS, RP3β, KUNN, user-p,
-        item-p and, up to 2,048 items, fsSLIM), chosen on the training data: on large data the
-        user-side neighbourhoods and EASE are left out past a cost limit
+        default (EASE, dense on small catalogues and sparse on large ones, GF-CF, ALS, RP3β, KUNN,
+        user-p, item-p and, up to 2,048 items, fsSLIM), chosen on the training data: on large data the
+        user-side neighbourhoods, EASE and GF-CF are left out past a cost limit
         (:class:`~recsys_ltr.febr.bases.Workload`).  A list: these recommenders with their parameters as
         given (a model already fitted on the same ``X`` is reused at prediction), each named by its
         class or, as in scikit-learn's ``StackingClassifier``, by the name it is paired with; the
@@ -82,7 +84,7 @@ show_progress :
         The most label users whose pools the scorer trains on, a random sample of each label part
         (``"auto"``: as many as keep their base scores within :data:`POOL_SCORES` values, users x
         items x bases over the label parts, and at most :data:`POOL_USERS` users; every user of the
-        benchmark sets up to citeulike-a, 8,733 of gowalla's 29,858); ``None``: all.
+        benchmark sets up to citeulike-a, 3,742 of gowalla's 29,858); ``None``: all.
     init : {"best", "zeros"}
         Starting ``theta``: the tail's weights on the bases' within-user scores.
     lambdamart_params : dict, optional
@@ -224,22 +226,23 @@ show_progress :
             raise ValueError(f"holdout={folds} folds, but no user has more than {most} positives to split")
 
     # ------------------------------------------------------------------ training
-    def _train(self, X, validation, rng, bar):
+    def _train(self, X, validation, final, rng, bar):
+        """The training pool of the bases fitted on the label parts, the scorer learnt with the bases
+        fitted on ``X``, then the bases refitted on ``final`` for prediction."""
         with numba_threads(self.num_threads):
-            pool = self._fit_bases(X, rng, bar)
+            names, specs = resolve_bases(self.bases, X, self.num_threads)
+            self.base_names_, self.feature_names_ = names, feature_names(names)
+            stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
+            pool = training_pool(
+                specs, names, X, validation, self.holdout, self.label_exclude_top, self.candidates,
+                self.training_users, rng, stage, self.excluded_items_,
+            )  # fmt: skip
+            self._set_stack(fit_stack(specs, names, X, self.candidates, self.excluded_items_, stage))
             self._train_scorer(pool, X, validation, rng, bar)
-
-    def _fit_bases(self, X, rng, bar):
-        """The training pool of the bases fitted on the label parts, then the bases fitted on ``X``."""
-        names, specs = resolve_bases(self.bases, X, self.num_threads)
-        stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
-        pool = training_pool(
-            specs, names, X, self.holdout, self.label_exclude_top, self.candidates, self.training_users, rng, stage,
-            self.excluded_items_,
-        )  # fmt: skip
-        self.base_names_, self.feature_names_ = names, feature_names(names)
-        self._set_stack(fit_stack(specs, names, X, self.candidates, self.excluded_items_, stage))
-        return pool
+            if final is not X:
+                stage("refit on all of X")
+                self.bases_ = []  # the training part's bases released before the refit
+                self._set_stack(fit_stack(specs, names, final, self.candidates, self.excluded_items_, stage))
 
     def _train_scorer(self, pool, X, validation, rng, bar):
         """The tail (the best on validation), ``theta`` by OPT-ADG from it, then the trees; the scorer
@@ -247,6 +250,8 @@ show_progress :
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
         set_tree_state(self, None)
+        if validation is not None:
+            report_stage(bar, _log, "validation samples")
         samples = self._draw_samples(X, validation, rng)
         self._set_tail(samples)
         if self.init == "best":
@@ -284,7 +289,7 @@ show_progress :
         """``tail_weights_`` and ``tail_gain_`` (:func:`~recsys_ltr.febr.validation.choose_tail`; the
         first base without validation)."""
         if samples is None:
-            self.tail_weights_, self.tail_gain_ = np.eye(len(self.bases_))[0], None
+            self.tail_weights_, self.tail_gain_ = np.eye(len(self.base_names_))[0], None
             return
         tail = choose_tail(samples, self.base_names_, self.fallback_p, self._val_key)
         self.tail_weights_, self.tail_gain_ = tail.weights, tail.gain
@@ -309,14 +314,6 @@ show_progress :
     def tail_bases_(self) -> list[str]:
         """Names of the bases the tail weighs (one, or the tied bases it averages)."""
         return [self.base_names_[b] for b in np.flatnonzero(self.tail_weights_)]
-
-    def _refit(self, X, bar):
-        """The bases refitted on all of ``X`` after training on a held-out split (a base the user
-        fitted on ``X`` itself is reused)."""
-        with numba_threads(self.num_threads):
-            specs = resolve_bases(self.bases, X, self.num_threads, self.base_names_)[1]
-            stage = lambda message: report_stage(bar, _log, message)  # noqa: E731
-            self._set_stack(fit_stack(specs, self.base_names_, X, self.candidates, self.excluded_items_, stage))
 
     def _update(self, kind, ids, M, grown) -> Update:
         """Users are re-learnt by every base (the scorer, the tail and the context are kept); a base

@@ -284,31 +284,33 @@ def stacked_scores(bases, rows, ids, recalculate=False, dtype=np.float64) -> np.
 
 
 # ------------------------------------------------------------------------------ pools
-def build_pool(bases, context: BaseFeatures, X, labels, n_top, users=None, exclude_known=True, never=()) -> Pool:
+def build_pool(bases, context: BaseFeatures, known, labels, n_top, users=None, excluded=None, never=()) -> Pool:
     """The training pairs of the users with labels: per user its *head*, the union of every base's
     ``n_top`` best candidates (score, then popularity, then id), with the features of each pair and
-    whether it is a label (a row of ``labels``, disjoint from ``X``).
+    whether it is a label (a row of ``labels``, disjoint from ``known``).
 
     The pool is the head that FEBR re-ranks at prediction, so training sees the pairs it will rank;
     a label outside the head is dropped, as a re-ranker cannot bring it in.  ``bases`` are fitted on
-    ``X``; ``context`` holds their statistics there; ``users`` restricts the pools to these users
-    (default: every user with a label).  ``exclude_known=False`` keeps the items of ``X`` among the
-    candidates (training on ``X`` itself, ``labels = X``: the leaky setting).  ``never``: items that
-    are no one's candidate (``label_exclude_top``'s).
+    ``known``, whose rows they score; ``context`` holds their statistics there; ``users`` restricts
+    the pools to these users (default: every user with a label).  The candidates are the items
+    outside the rows of ``excluded`` (default ``known``; an empty matrix keeps the items of ``known``:
+    training on ``known`` itself, ``labels = known``, the leaky setting) and outside ``never``, items
+    that are no one's candidate (``label_exclude_top``'s).
     """
-    n_users, n_items = X.shape
+    n_users, n_items = known.shape
     nb = len(bases)
+    excluded = known if excluded is None else excluded
     has_labels = np.diff(labels.indptr) > 0
     users = np.flatnonzero(has_labels) if users is None else users[has_labels[users]]
-    popularity = np.bincount(X.indices, minlength=n_items).astype(np.float64)
+    popularity = np.bincount(known.indices, minlength=n_items).astype(np.float64)
     counts = np.zeros(n_users, np.int64)
     parts = ([], [], [])  # items, phi, label of each block
     for block in user_blocks(users.size, n_items, nb):
         ids = users[block]
-        rows = X[ids]
+        rows = known[ids]
         S = stacked_scores(bases, rows, ids)  # (B, nb, n)
-        excluded = with_items(rows if exclude_known else sp.csr_matrix(rows.shape), never)
-        items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, excluded)
+        block_excluded = with_items(excluded[ids], never)
+        items, phi, label, block_counts = heads(S, rows, labels[ids], context, popularity, n_top, block_excluded)
         keep = np.arange(items.shape[1])[None, :] < block_counts[:, None]
         for part, values, dtype in zip(parts, (items, phi, label), (INDEX_DTYPE, np.float32, bool)):
             part.append(values[keep].astype(dtype, copy=False))

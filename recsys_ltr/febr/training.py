@@ -16,7 +16,7 @@ metric, a callback per checkpoint); :class:`OptADGRecommender` what both estimat
 parameters (:data:`OPTADG_PARAMETERS`, declared once), the validation carved out of ``X`` when none
 is given and the refit on all of ``X``.  The label holdout (a training label must not be among the
 data its features were computed from) is ``recsys_ltr.split.label_parts``.  A subclass makes
-the features and the scorer (``_train``), and the prediction-time state (``_refit``).
+the scorer from the training part and the prediction-time state from the final matrix (``_train``).
 
 Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts ``(u, i+)`` samples
 (SGD steps), ``gamma`` and ``beta`` are the rank truncation of sec. 3.5.
@@ -116,7 +116,9 @@ class OptADGRecommender(Recommender):
     """Base of the FEBR estimators: parameters and fit of OPT-ADG (module docstring).
 
     Subclasses define ``__init__`` (with the shared parameters below), ``_INITS`` (their starting
-    points of ``theta``, the default first), ``_train(X, validation, rng, bar)`` and ``_refit(X, bar)``.
+    points of ``theta``, the default first) and ``_train(X, validation, final, rng, bar)``: the scorer
+    learnt from ``X`` (the training part) and ``validation``, the prediction-time state fitted on
+    ``final`` (all of the data with ``refit``, else ``X``).
 
     Parameters
     ----------
@@ -132,7 +134,8 @@ class OptADGRecommender(Recommender):
         Without a ``validation`` matrix, ``fit`` holds out this fraction of each user's positives
         for early stopping and model selection (scikit-learn's habit); ``0``: none.
     refit : bool
-        After training on a held-out validation split, refit the features on all of ``X``.
+        After training on a held-out validation split, fit the prediction-time features on all of
+        ``X`` (else on the training part).
     regularization : float >= 0
         ``lambda ||theta||^2``.
     learning_rate : float > 0
@@ -271,16 +274,10 @@ class OptADGRecommender(Recommender):
                 X_fit, validation = X, None
         self.history_ = []
         with progress(self.show_progress, desc=type(self).__name__, total=self.max_iter) as bar:
-            self._train(X_fit, validation, rng, bar)
-            if X_fit is not X and self.refit:
-                report_stage(bar, _log, "refit on all of X")
-                self._refit(X, bar)
+            self._train(X_fit, validation, X if self.refit else X_fit, rng, bar)
             report_stage(bar, _log, f"done: {self.best_iteration_} samples kept")
 
-    def _train(self, X, validation, rng, bar):
-        raise NotImplementedError
-
-    def _refit(self, X, bar):
+    def _train(self, X, validation, final, rng, bar):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ the linear scorer
