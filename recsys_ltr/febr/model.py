@@ -13,10 +13,10 @@ users with the bases fitted on the training part, and at prediction the bases ar
 of ``X``.  The labels are drawn as
 the evaluation protocol draws its held-out items (``label_exclude_top`` for the novelty protocol).
 ``theta`` starts at the tail (the best single base on validation, or the mean of the within-user
-standardised scores of the bases tied with it when that mean is better) and early stopping keeps the
+standardised scores of the bases tied with it when that mean beats it significantly) and early stopping keeps the
 best validation value (ADG, or ``validation_metric``), so the model never ends below that tail on
-validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART (:mod:`recsys_ltr.ltr.trees`).  The training itself is
-:mod:`recsys_ltr.febr.training`'s.
+validation; ``scorer="lambdamart"`` re-ranks the pools' head with LambdaMART
+(:mod:`recsys_ltr.ltr.trees`).  The training itself is :mod:`recsys_ltr.febr.training`'s.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ show_progress :
         paired t-test finds at ``p < fallback_p`` (a test of the mean, the value compared: a
         signed-rank test can favour a scorer that lifts most users a little and loses more on a
         few); else FEBR ranks as the tail.
-        The same test decides which bases are tied with the best on every validation user: the
-        tail is their mean when it is better there than the best alone.  With too few validation
+        The same test decides which bases are tied with the best on every validation user and
+        whether their mean, the tail then, beats the best alone there.  With too few validation
         users to hold any out, the tail is one base: the best only when it beats the first of
         ``bases`` so (else the first).  ``None``: the scorer always kept, the tail the best base.
 
@@ -113,7 +113,7 @@ show_progress :
         The tail, whose order the items outside the head keep: weight 1 on one base (the best on
         validation; with too few validation users, only when it beats the first base
         significantly), or equal weights on the within-user standardised scores of the bases tied
-        with the best (``fallback_p``) when their mean is better on validation.
+        with the best (``fallback_p``) when their mean beats it on validation at ``fallback_p``.
     tail_bases_ : list of str
         The names of the bases with a tail weight.
     tail_gain_ : dict or None

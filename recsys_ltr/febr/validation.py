@@ -6,7 +6,7 @@ Every decision judges by one metric (``validation_metric``) on validation users 
 * :func:`draw_samples` -- the *selection* sample (early stopping, the tail, the LambdaMART setting)
   and the *test* users of the paired tests, validation users the early stopping never saw;
 * :func:`choose_tail` -- the best base on every validation user, or the mean of the bases tied with
-  it when that mean is better there;
+  it when that mean beats it there significantly;
 * :func:`best_reranker` -- LambdaMART's settings tried in turn, the best on the selection sample;
 * :func:`keep_scorer` -- the scorer is kept when it beats the tail on the test users: a positive mean
   per-user gain that a one-sided paired t-test finds at ``p < fallback_p`` (:func:`paired_gain`).
@@ -223,7 +223,9 @@ class Tail(NamedTuple):
 def choose_tail(samples: Samples, names, fallback_p, val_key) -> Tail:
     """The tail of bases ``names`` (FEBR's ``tail_weights_``): the best base by the validation value
     of every validation user, or the mean of the bases tied with it (not beaten by it at
-    ``fallback_p``) when that mean is better there.  When the tests share the selection sample, a
+    ``fallback_p``) when that mean beats it there at ``fallback_p`` (:func:`significant`: a mean
+    better by noise alone is not taken; on msweb a mean of three bases better on validation ranked
+    below the best of them on test).  When the tests share the selection sample, a
     choice among several bases is noise (msweb's novelty protocol: 16 users): the first base stays
     unless the best beats it significantly.  ``record``: the values, under ``base_<val_key>``."""
     nb = len(names)
@@ -241,9 +243,10 @@ def choose_tail(samples: Samples, names, fallback_p, val_key) -> Tail:
         return Tail(np.eye(nb)[best], None, record)
     mean = np.zeros(nb)
     mean[tied] = 1.0 / len(tied)
-    mixed = np.concatenate([s.user_values(mean) for s in samples.every]).mean()
-    record["tail_mean_" + val_key] = {"bases": [names[b] for b in tied], "value": float(mixed)}
-    return Tail(mean if mixed > values[best] else np.eye(nb)[best], None, record)
+    mixed = np.concatenate([s.user_values(mean) for s in samples.every])
+    gain = paired_gain(mixed - users[best])
+    record["tail_mean_" + val_key] = {"bases": [names[b] for b in tied], "value": float(mixed.mean()), **gain}
+    return Tail(mean if significant(gain, fallback_p) else np.eye(nb)[best], None, record)
 
 
 def best_reranker(pool, validation, selection, tail_weights, params, seed, threads, val_key):

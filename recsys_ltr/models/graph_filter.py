@@ -9,9 +9,9 @@ form, a user's scores are the row ``r_u`` of ``X`` passed through two filters of
     score(u, .) = r_u P  +  alpha r_u D_I^{-1/2} V_k^T V_k D_I^{1/2}
 
 a linear filter (``P`` itself) and an ideal low-pass filter built from ``V_k``, the ``k`` leading right
-singular vectors of ``R`` (a truncated SVD by seeded subspace iteration, ``leading_right_singular``).  The paper's
-setting is ``alpha = 0.3`` and ``k = 256``.  The low-pass term goes through the ``k x n_items``
-factors.  The linear term of a binary row is one sparse product by ``P``, formed as a sparse matrix
+singular vectors of ``R`` (a truncated SVD by seeded subspace iteration on ``P``,
+``leading_right_singular``).  The paper's setting is ``alpha = 0.3`` and ``k = 256``.  The low-pass
+term goes through the ``k x n_items`` factors.  The linear term of a binary row is one sparse product by ``P``, formed as a sparse matrix
 when it takes at most ``max_graph_bytes`` (its entries are the item pairs some user shares, counted
 before it is formed: ``O(sum_u n_u^2)``); it costs the entries of ``P``'s rows of the user's items.
 Above that budget ``P`` is never formed and a block of users is scored as ``(r_u R^T) R`` by two
