@@ -526,12 +526,13 @@ def test_grid_drops_k_beyond_the_catalogue():
 
 
 def test_stacking_judges_its_validation_by_the_protocols_selection_metric():
-    """FEBR-stack's constructor arguments: its tuned bases, and the fixed protocol's REC@k as FEBR's own
-    validation metric (the holdout protocols select on ADG, FEBR's default: nothing added)."""
+    """FEBR-stack's constructor arguments: its tuned bases, and the protocol's selection metric as FEBR's
+    own validation metric: ADG under the holdout protocols (not ``FEBR()``'s default, NDCG@20), the
+    fixed protocol's REC@k."""
     done = {"KUNN": _result("KUNN", 0, 0.2), "item-p": _result("item-p", 0, 0.3)}  # settings {"k": 10}
     stack = get_method("FEBR-stack")
     standard = tuning.stack_context(stack, done, None, None, selection_metric("standard", 10))
-    assert "validation_metric" not in standard and [n for n, _ in standard["bases"]] == ["KUNN", "item-p"]
+    assert standard["validation_metric"] == "ADG" and [n for n, _ in standard["bases"]] == ["KUNN", "item-p"]
     fixed = tuning.stack_context(stack, done, None, None, selection_metric("fixed", 20))
     assert fixed == {**standard, "validation_metric": "REC@20"}
     model = tuning.build(stack, {}, 0, 1, fixed)
@@ -846,7 +847,7 @@ def test_cli_fixed_protocol(tmp_path, monkeypatch, capsys):
 
 
 # ----------------------------------------------------------------------------- what runs, what is shown
-def _first_base(bases, num_threads=0):
+def _first_base(bases, validation_metric="ADG", num_threads=0):
     """A stand-in stacking method: its first base as it is (fast, and equal to that base's row)."""
     return bases[0][1]
 

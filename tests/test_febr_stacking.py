@@ -45,7 +45,7 @@ def planted():
 
 def fast(**kw):
     params = dict(max_iter=4000, eval_every=1000, learning_rate=0.01, random_state=0, num_threads=1, candidates=20)
-    return FEBR(**{**params, **kw})
+    return FEBR(**{**params, "validation_metric": "ADG", **kw})  # the decisions' tests below read ADG
 
 
 class Memoriser(Recommender):
@@ -1054,7 +1054,7 @@ def test_a_stack_never_ends_below_its_strong_base():
     strong = ItemKNN(k=20)
     model = FEBR(bases=[Popularity(), Noise(), strong], random_state=0, num_threads=1).fit(train)
     assert "ItemKNN" in model.tail_bases_ and "Noise" not in model.tail_bases_
-    values = model.history_[0]["base_val_adg"]
+    values = model.history_[0]["base_val_ndcg@20"]  # the default validation metric
     assert values["ItemKNN"] > max(values["Popularity"], values["Noise"])
     alone = strong.fit(train)
     metrics = ["ADG", "NDCG@20", "REC@20", "MAP"]
@@ -1088,3 +1088,14 @@ def test_no_dense_users_by_items_block_beyond_the_budget(monkeypatch):
     model.fit(train, validation=val)
     assert len(rows_seen) > 100 and max(rows_seen) <= 27  # a block of one base at most 3 x 9 rows
     assert model.stacked_gain_["users"] <= 60
+
+
+def test_the_default_validation_metric_is_ndcg_at_20_or_the_catalogue():
+    """``validation_metric="auto"``, stacked FEBR's default: NDCG@20, NDCG@n on a catalogue of fewer
+    than 20 items; the dissertation's FEBR keeps ADG."""
+    X = block_feedback(n_groups=3, users=30, items=6, seed=0)  # 18 items
+    assert FEBR().validation_metric == "auto" and AffinityFEBR().validation_metric == "ADG"
+    assert FEBR()._validation_metric(100) == "NDCG@20" and FEBR()._validation_metric(18) == "NDCG@18"
+    model = FEBR(bases=[ItemKNN(k=5), Popularity()], max_iter=500, eval_every=250, num_threads=1).fit(X)
+    assert "base_val_ndcg@18" in model.history_[0]
+    assert all("val_ndcg@18" in h for h in model.history_[1:] if isinstance(h["iteration"], int))

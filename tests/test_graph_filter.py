@@ -311,3 +311,18 @@ def test_a_file_within_the_bound_scores_finite(tmp_path):
     arrays["components_"] = arrays["components_"] * 1e99  # within the state's 1e100 bound
     loaded = Recommender.load(resave(tmp_path / "edited.npz", **arrays))
     assert np.all(np.isfinite(loaded.score(np.arange(30))))
+
+
+def test_a_graph_past_its_budget_is_said_with_the_bytes_it_would_take(caplog):
+    """When ``P`` is not formed, a warning names the bytes it would take and the parameter to raise."""
+    import logging
+
+    X = feedback(0)
+    entries = (X.T @ X).nnz
+    with caplog.at_level(logging.WARNING, logger="recsys_ltr.models.graph_filter"):
+        GFCF(factors=3, random_state=0, max_graph_bytes=12 * entries).fit(X)
+        assert not caplog.records
+        GFCF(factors=3, random_state=0, max_graph_bytes=12 * entries - 1).fit(X)
+    (record,) = caplog.records
+    assert record.levelname == "WARNING" and f"({entries} entries)" in record.getMessage()
+    assert "raise max_graph_bytes" in record.getMessage()

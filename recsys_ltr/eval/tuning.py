@@ -39,16 +39,17 @@ def stack_context(method, fold_results, exclude_top=None, workload=None, select=
     """Constructor arguments of a stacking ``method`` (``stack_on``) on one fold of data of
     ``workload`` (:class:`~recsys_ltr.febr.bases.Workload`): ``bases``, the ``[name, params]``
     chosen for each base method it stacks there (``Method.stacked``) in ``fold_results`` (name ->
-    FoldResult; a skipped one is left out), ``label_exclude_top`` under the novelty protocol and,
-    when the protocol selects settings on another metric than ADG (``select``),
-    ``validation_metric``: FEBR's own validation decisions judge by what the protocol judges.  ``{}`` for the other methods, ``None`` when no base ran."""
+    FoldResult; a skipped one is left out), ``label_exclude_top`` under the novelty protocol and
+    ``validation_metric``, the metric the protocol selects settings on (``select``): FEBR's own
+    validation decisions judge by what the protocol judges.  ``{}`` for the other methods, ``None``
+    when no base ran."""
     if not method.stack_on:
         return {}
     bases = [[n, fold_results[n].params] for n in method.stacked(workload) if n in fold_results]
     if not bases:
         return None
     context = {"bases": bases, **({"label_exclude_top": exclude_top} if exclude_top is not None else {})}
-    return context | ({"validation_metric": select} if select != "ADG" else {})
+    return context | {"validation_metric": select}
 
 
 def _fitter(method, train, val, random_state, num_threads, context=None):

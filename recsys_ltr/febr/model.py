@@ -164,6 +164,7 @@ show_progress :
     _shared_state = ("user_items_",)
     _model_state = ("linear_", "tail_weights_", *_CONTEXT_STATE, *TREE_STATE)
 
+    _shared_defaults = {"validation_metric": "auto"}
     _parameters = {
         "bases": "auto",
         "scorer": "linear",

@@ -33,6 +33,7 @@ every 4-stage RK4 (the classic rule, torchdiffeq's 3/8 rule) takes the same step
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -40,6 +41,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 from scipy.linalg import solve_triangular
 
+from .._memory import readable_bytes
 from .._parallel import strided_chunks
 from .._threads import limit_threads, numba_threads
 from .._topk import rows_times_dense, sparse_dense_product
@@ -48,6 +50,8 @@ from ..neighbors.knn import inverse_sqrt
 from .base import Recommender
 
 __all__ = ["BSPM", "GFCF"]
+
+_log = logging.getLogger(__name__)
 
 #: ``max_graph_bytes``'s default (4 GiB): ``P`` of 100,000 users x 10,000 items of ``make_tastes``
 #: takes 0.7 GB, of 300,000 x 30,000 2.7 GB.
@@ -206,7 +210,14 @@ class GFCF(Recommender):
             chunks = strided_chunks(n)
             counts = _graph_row_entries(Rt.indptr, Rt.indices, R.indptr, R.indices, chunks)
             indptr = np.concatenate(([0], np.cumsum(counts)))
-            if _GRAPH_ENTRY_BYTES * indptr[-1] > self._param("max_graph_bytes") or indptr[-1] > _INDEX_MAX:
+            need = _GRAPH_ENTRY_BYTES * indptr[-1]
+            if need > self._param("max_graph_bytes") or indptr[-1] > _INDEX_MAX:
+                _log.warning(
+                    "%s: P = R^T R would take %s (%d entries), past max_graph_bytes=%d: every block of users is "
+                    "scored by two sparse products through its co-users, about nnz(X) multiply-adds per user; "
+                    "raise max_graph_bytes (up to the memory you can spare) to form it",
+                    type(self).__name__, readable_bytes(need), indptr[-1], self._param("max_graph_bytes"),
+                )  # fmt: skip
                 return None
             indices, data = np.empty(indptr[-1], np.int32), np.empty(indptr[-1])
             _graph_rows(Rt.indptr, Rt.indices, Rt.data, R.indptr, R.indices, R.data, chunks, indptr, indices, data)
