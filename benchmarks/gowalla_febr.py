@@ -11,7 +11,7 @@ and the test metrics::
         python benchmarks/gowalla_febr.py [--seed 0] [--threads 2] [--validation-metric REC@20]
 
 ``--validation-metric REC@20``: FEBR's own validation decisions (tail base, early stopping, paired
-test) judged by the benchmark's metric in place of ADG.
+test) judged by the benchmark's metric in place of its default, NDCG@20.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--validation-metric", default="ADG")
+    parser.add_argument("--validation-metric", default="auto", help="FEBR's (default: its own, NDCG@20)")
     args = parser.parse_args()
     logger = logging.getLogger("recsys_ltr")
     logger.addHandler(_StageMemory())
