@@ -118,13 +118,18 @@ def holdout(X, val=0.1, test=0.2, random_state=0, exclude_top=None):
     )
 
 
-def holdout_trusted(X, val, test, rng, eligible=None):
+def holdout_trusted(X, val, test, rng, eligible=None, proportional=False):
     """:func:`holdout` of a canonical ``X``, checked fractions, a Generator and the mask of
-    eligible positives (default all)."""
+    eligible positives (default all).  ``proportional``: each count rounded at random (``floor(x +
+    U)``, ``U`` uniform, so that every user holds out ``val * m`` and ``test * m`` in expectation)
+    instead of half up, which holds nothing out of users with fewer than ``0.5 / val`` eligible
+    positives: a sample of held-out positives drawn so is one of every user, as a model's own
+    validation must be when it is judged on every user (FEBR's carved validation and label parts)."""
     eligible = np.ones(X.nnz, dtype=bool) if eligible is None else eligible
     n = np.diff(X.indptr)
     m = np.bincount(_rows(X)[eligible], minlength=X.shape[0])
-    n_test, n_val = split_counts(n, m, val, test)
+    offsets = rng.random((2, X.shape[0])) if proportional else None
+    n_test, n_val = split_counts(n, m, val, test, offsets)
     return _assign(X, eligible, n_test, n_val, rng)
 
 
@@ -222,16 +227,17 @@ def kfold_trusted(X, n_folds, rng, eligible=None) -> Iterator[tuple]:
 def label_parts(X, holdout, rng, exclude_top=None) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
     """``[(F, L), ...]``: feature parts and their labels, a training label never among the data of
     its features (FEBR's leak-free training): one holdout of the fraction ``holdout`` of each user's
-    positives, ``K`` out-of-fold parts for an int ``holdout = K`` (:func:`kfold_trusted`), ``[(X, X)]``
-    for ``0``; labels drawn outside the ``exclude_top`` most popular items when given.  Trusted
-    inputs; a split that leaves no label is refused."""
+    positives (in proportion: :func:`holdout_trusted`'s ``proportional``), ``K`` out-of-fold parts
+    for an int ``holdout = K`` (:func:`kfold_trusted`), ``[(X, X)]`` for ``0``; labels drawn outside
+    the ``exclude_top`` most popular items when given.  Trusted inputs; a split that leaves no label
+    is refused."""
     if holdout == 0:
         return [(X, X)]
     eligible = eligible_positives(X, exclude_top)
     if isinstance(holdout, (int, np.integer)):
         parts = list(kfold_trusted(X, int(holdout), rng, eligible))
     else:
-        parts = [holdout_trusted(X, float(holdout), 0.0, rng, eligible)[:2]]
+        parts = [holdout_trusted(X, float(holdout), 0.0, rng, eligible, proportional=True)[:2]]
     if parts[0][1].nnz == 0:
         outside = f" outside the label_exclude_top={exclude_top} most popular items" * bool(exclude_top)
         raise ValueError(f"holdout={holdout} leaves no label positive: users have too few interactions{outside}")
@@ -270,9 +276,10 @@ def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
     )
 
 
-def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
+def split_counts(n, m, val, test, offsets=None) -> tuple[np.ndarray, np.ndarray]:
     """Per-user ``(n_test, n_val)`` of :func:`holdout` (module docstring) from the numbers of
-    positives ``n`` and eligible positives ``m``.
+    positives ``n`` and eligible positives ``m``; ``offsets`` ``(2, n_users)`` in ``[0, 1)`` round
+    ``test * m`` and ``val * m`` as ``floor(x + offset)`` (default ``0.5``: half up).
 
     Examples
     --------
@@ -283,8 +290,9 @@ def split_counts(n, m, val, test) -> tuple[np.ndarray, np.ndarray]:
     """
     n = np.asarray(n, dtype=np.int64)
     m = np.asarray(m, dtype=np.int64)
-    n_test = np.minimum(np.floor(test * m + 0.5).astype(np.int64), np.maximum(n - 1, 0))
-    n_val = np.minimum(np.floor(val * m + 0.5).astype(np.int64), np.minimum(m - n_test, n - 1 - n_test))
+    at_test, at_val = (0.5, 0.5) if offsets is None else offsets
+    n_test = np.minimum(np.floor(test * m + at_test).astype(np.int64), np.maximum(n - 1, 0))
+    n_val = np.minimum(np.floor(val * m + at_val).astype(np.int64), np.minimum(m - n_test, n - 1 - n_test))
     return n_test, np.maximum(n_val, 0)
 
 

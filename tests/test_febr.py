@@ -92,11 +92,11 @@ def test_early_stopping_on_another_validation_metric(planted):
 
 def test_label_holdout_trains_on_the_feature_part(planted):
     """holdout > 0: features, statistics and KNN from F, positives from L, items of F never violate."""
-    from recsys_ltr.split import holdout
+    from recsys_ltr.split import holdout_trusted
 
     train, val, _ = planted
     model = small(holdout=0.25, init="zeros", early_stopping=None).fit(train, validation=val)
-    F, L, _ = holdout(train, val=0.25, test=0.0, random_state=0)
+    F, L, _ = holdout_trusted(train, 0.25, 0.0, np.random.default_rng(0), proportional=True)  # label_parts'
     extractor, mean, scale, positives, known = model._training_problem(train, np.random.default_rng(0))
     assert known == 1.0 and (positives != L).nnz == 0 and (extractor.X != F).nnz == 0
     np.testing.assert_allclose(mean, FeatureExtractor(F, 10, cosine_affinity(F, 10)).statistics()[0])

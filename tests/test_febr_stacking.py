@@ -961,10 +961,10 @@ def test_no_usable_label_is_said_before_training(scorer):
     X = X[np.diff(X.indptr) > 0]
     kw = dict(bases=[ItemKNN(k=5), Popularity()], scorer=scorer, max_iter=200, eval_every=100, random_state=0)
     with pytest.raises(ValueError, match=r"no user has a held-out label among the bases' top candidates=10 .*"):
-        FEBR(candidates=10, label_exclude_top=20, **kw).fit(X)
-    sparse = sp.csr_matrix((rng.random((40, 25)) < 0.05).astype(float))
+        FEBR(candidates=10, label_exclude_top=24, **kw).fit(X)  # one item left: a label with nothing beside it
+    single = sp.csr_matrix(np.eye(25)[rng.integers(0, 25, 40)])  # one positive per user: all kept to train
     with pytest.raises(ValueError, match="no label positive: .* outside the label_exclude_top=20 most popular"):
-        FEBR(candidates=10, label_exclude_top=20, **kw).fit(sparse[np.diff(sparse.indptr) > 0])
+        FEBR(candidates=10, label_exclude_top=20, **kw).fit(single)
 
 
 def _pool_queries(monkeypatch):

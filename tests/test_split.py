@@ -213,3 +213,22 @@ def test_top_items_and_sample_users_check_their_input():
     bad.col[0] = 5  # a malformed matrix is refused before scipy converts it
     with pytest.raises(ValueError, match="out of range"):
         split.top_items(bad, 1)
+
+
+def test_proportional_counts_hold_out_every_user_in_expectation():
+    """FEBR's own splits round each count at random: users with 3 positives hold out one validation
+    positive with probability 0.3 (half-up rounding never holds one out), none loses its last
+    training positive, and the seed fixes the draw."""
+    from recsys_ltr.split import holdout_trusted
+
+    rng = np.random.default_rng(0)
+    rows = np.repeat(np.arange(20_000), 3)
+    cols = np.concatenate([rng.choice(50, 3, replace=False) for _ in range(20_000)])
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(20_000, 50))
+    _, half_up, _ = holdout_trusted(X, 0.1, 0.0, np.random.default_rng(1))
+    train, val, _ = holdout_trusted(X, 0.1, 0.0, np.random.default_rng(1), proportional=True)
+    assert half_up.nnz == 0
+    assert abs(val.nnz - 6_000) < 300 and np.diff(val.indptr).max() == 1  # binomial(20,000, .3): sd 65
+    assert np.diff(train.indptr).min() >= 2 and (train + val != X).nnz == 0
+    again = holdout_trusted(X, 0.1, 0.0, np.random.default_rng(1), proportional=True)[1]
+    assert (again != val).nnz == 0

@@ -286,7 +286,9 @@ class OptADGRecommender(Recommender):
         self._set_excluded(X)
         X_fit = X
         if validation is None and self.validation_fraction > 0:
-            X_fit, validation, _ = holdout_trusted(X, float(self.validation_fraction), 0.0, rng)
+            # every user in proportion: held out by half-up counts, validation would skip the users
+            # with fewer than 5 positives, those that sparse data has most of
+            X_fit, validation, _ = holdout_trusted(X, float(self.validation_fraction), 0.0, rng, proportional=True)
             if validation.nnz == 0:
                 X_fit, validation = X, None
         self.history_ = []
