@@ -8,7 +8,7 @@ CPU seconds (both cores counted) and the paired test of ``FEBR()`` against each 
 one-sided paired t-test per metric that FEBR is below it: ``below p``)::
 
     NUMBA_NUM_THREADS=2 python benchmarks/tastes_catalogue.py [--users 100000] [--items 30000] \\
-        [--models FEBR,EASE,ItemKNN,RP3beta,ALS] [--eval-users 5000]
+        [--models FEBR,GF-CF,BSPM,EASE,ItemKNN,RP3beta,ALS] [--eval-users 5000]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--items", type=int, default=30_000)
-    parser.add_argument("--models", default="FEBR,EASE,ItemKNN,RP3beta,ALS")
+    parser.add_argument("--models", default="FEBR,GF-CF,BSPM,EASE,ItemKNN,RP3beta,ALS")
     parser.add_argument("--eval-users", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

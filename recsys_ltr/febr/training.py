@@ -135,8 +135,9 @@ class OptADGRecommender(Recommender):
     Parameters
     ----------
     holdout : float in [0, 1)
-        Fraction of each user's positives held out as training labels, with features from the rest;
-        ``0``: training on ``X`` itself (leaky: the dissertation's setting).
+        Fraction of each user's positives held out as training labels, with features from the rest
+        (counts rounded at random, as ``validation_fraction``'s); ``0``: training on ``X`` itself
+        (leaky: the dissertation's setting).
     label_exclude_top : int or None
         Draw the training labels outside the ``label_exclude_top`` most popular items, as the
         novelty protocol draws its held-out items (``None``: uniformly, as the standard protocol).
@@ -144,7 +145,11 @@ class OptADGRecommender(Recommender):
         predicts: they score ``-inf``, below every other item.
     validation_fraction : float in [0, 1)
         Without a ``validation`` matrix, ``fit`` holds out this fraction of each user's positives
-        for early stopping and model selection (scikit-learn's habit); ``0``: none.
+        for early stopping and model selection (scikit-learn's habit); ``0``: none.  Each user's
+        count is rounded at random (``recsys_ltr.split.holdout_trusted``'s ``proportional``), so
+        that users with few positives are validated on in proportion: rounded half up, a 10%
+        holdout skips every user with fewer than 5, and validation then ranks the bases as the
+        active users do (msweb: a tail that was below the best base on test).
     refit : bool
         After training on a held-out validation split, fit the prediction-time features on all of
         ``X`` (else on the training part).
