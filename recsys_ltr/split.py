@@ -278,8 +278,10 @@ def leave_k_out(X, k=1, random_state=0, val_k=0, exclude_top=None):
 
 def split_counts(n, m, val, test, offsets=None) -> tuple[np.ndarray, np.ndarray]:
     """Per-user ``(n_test, n_val)`` of :func:`holdout` (module docstring) from the numbers of
-    positives ``n`` and eligible positives ``m``; ``offsets`` ``(2, n_users)`` in ``[0, 1)`` round
-    ``test * m`` and ``val * m`` as ``floor(x + offset)`` (default ``0.5``: half up).
+    positives ``n`` and eligible positives ``m``.
+
+    ``offsets``, shape ``(2, n_users)`` with values from 0 up to but excluding 1, round ``test * m``
+    and ``val * m`` as ``floor(x + offset)`` (default ``0.5``: half up).
 
     Examples
     --------

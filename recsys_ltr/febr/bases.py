@@ -218,8 +218,8 @@ def resolve_bases(bases, X, num_threads=0) -> tuple[list[str], list[BaseSpec]]:
 def pools_of_label_parts(specs, names, parts, held_out, n_top, exclude_known, n_pool_users, rng, stage, never=()):
     """The training pool of the label ``parts`` ``[(F, L), ...]``: each base fitted on ``F`` (one fit
     of each base held at a time), at most ``n_pool_users`` label users of each part (a random sample;
-    ``None``: all).  No pool holds an item of ``held_out`` (the validation positives, or ``None``:
-    never a training negative) nor, with ``exclude_known``, of ``F``.  ``stage(message)`` reports
+    ``None``: all).  No pool holds an item of ``held_out`` (the validation positives, never a
+    training negative; ``None``: none) nor, with ``exclude_known``, of ``F``.  ``stage(message)`` reports
     progress; ``never``: items that are no one's candidate."""
     pools = []
     for part, (F, L) in enumerate(parts):
