@@ -22,9 +22,11 @@ import time
 
 import numpy as np
 from scipy.stats import wilcoxon
+from sklearn.base import clone
 
 from recsys_ltr import datasets, split
 from recsys_ltr.febr import FEBR
+from recsys_ltr.febr.bases import resolve_bases
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ALS, BSPM, EASE, GFCF, RP3beta
 
@@ -69,11 +71,12 @@ def run(name, seeds, febr_params):
         febr = FEBR(random_state=seed, show_progress=False, **febr_params).fit(train)
         seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
         scores.setdefault("FEBR()", []).append(per_user(febr, train, test, val))
-        bases = [per_user(b, train, test, val) for b in febr.bases_]
+        names, specs = resolve_bases(febr.bases, train)  # every base, also those a fallen-back FEBR dropped
+        bases = [per_user(clone(spec.template).fit(train), train, test, val) for spec in specs]
         scores.setdefault(BEST_BASE, []).append(  # per metric, the base best on this seed's test part
             {m: bases[int(np.argmax([b[m].mean() for b in bases]))][m] for m in METRICS}
         )
-        best = {m: febr.base_names_[int(np.argmax([b[m].mean() for b in bases]))] for m in METRICS}
+        best = {m: names[int(np.argmax([b[m].mean() for b in bases]))] for m in METRICS}
         print(
             f"  {name} seed {seed}: FEBR fit {seconds[-1][0]:.1f} s ({seconds[-1][1]:.1f} CPU s), tail "
             f"{' + '.join(febr.tail_bases_)} ({febr.tail_gain_}), scorer test {febr.stacked_gain_}; best bases {best}",

@@ -190,8 +190,8 @@ def user_sum(model, users):
 def stacked_febr(data):
     _, train, val, _ = data
     bases = [ItemKNN(k=15), UserKNN(k=15)]
-    kw = dict(candidates=12, max_iter=2000, eval_every=1000, random_state=0, num_threads=1, show_progress=False)
-    return FEBR(bases=bases, **kw).fit(train, validation=val)
+    kw = dict(candidates=12, max_iter=2000, eval_every=1000, fallback_p=None, random_state=0, num_threads=1)
+    return FEBR(bases=bases, show_progress=False, **kw).fit(train, validation=val)
 
 
 def brute_head(model, u):

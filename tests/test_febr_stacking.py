@@ -296,7 +296,7 @@ def test_seed_and_one_thread_reproduce(planted):
 
 def test_auto_bases_on_a_small_catalogue(planted, tmp_path):
     train, val, _ = planted
-    model = fast(max_iter=1000).fit(train, validation=val)
+    model = fast(max_iter=1000, fallback_p=None).fit(train, validation=val)  # the scorer kept: every base
     assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     loaded = Recommender.load(model.save(tmp_path / "auto.npz"))  # the fitted names round-trip
     for name in ("base_names_", "feature_names_", "tail_bases_"):
@@ -367,7 +367,7 @@ def test_a_refit_keeps_the_bases_chosen_on_the_training_split(planted, monkeypat
     capped = tuple(b._replace(max_user_pairs=limit) if b.max_user_pairs else b for b in bases_module.AUTO_BASES)
     monkeypatch.setattr(bases_module, "AUTO_BASES", capped)
     assert "KUNN" not in bases_module.resolve_bases("auto", train)[0]
-    model = fast(max_iter=1000).fit(train)
+    model = fast(max_iter=1000, fallback_p=None).fit(train)  # the scorer kept: every base
     assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     kinds = ["EASE", "GFCF", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
     assert [type(b).__name__ for b in model.bases_] == kinds
@@ -391,9 +391,11 @@ def test_carved_validation_and_refit(planted):
 def test_fitted_base_is_reused(planted):
     train, val, _ = planted
     knn = ItemKNN(k=10).fit(train)
-    model = fast(bases=[knn, UserKNN(k=10)]).fit(train, validation=val)
+    model = fast(bases=[knn, UserKNN(k=10)], fallback_p=None).fit(train, validation=val)
     assert model.bases_[0] is knn
-    held_out = fast(bases=[knn, UserKNN(k=10)]).fit(train)  # validation held out of train: the refit reuses it
+    held_out = fast(bases=[knn, UserKNN(k=10)], fallback_p=None).fit(
+        train
+    )  # validation held out of train: the refit reuses it
     assert held_out.bases_[0] is knn and held_out.bases_[1].user_items_ is held_out.user_items_
 
 
@@ -414,7 +416,8 @@ def test_bases_named_by_pairs_and_their_checks(tmp_path, planted):
     """``(name, recommender)`` pairs name the features and the tail; the names are saved; a name
     twice, an empty name or a pair of the wrong kind is refused naming the problem."""
     train, val, _ = planted
-    model = fast(bases=[("near", ItemKNN(k=10)), UserKNN(k=10), ("far", ItemKNN(k=30))]).fit(train, validation=val)
+    bases = [("near", ItemKNN(k=10)), UserKNN(k=10), ("far", ItemKNN(k=30))]
+    model = fast(bases=bases, fallback_p=None).fit(train, validation=val)
     assert model.base_names_ == ["near", "UserKNN", "far"]
     assert model.feature_names_[:3] == ["near_raw", "near_z", "near_rr"]
     loaded = Recommender.load(model.save(tmp_path / "named.npz"))
@@ -668,7 +671,7 @@ def test_a_tail_choice_among_few_users_keeps_the_first_base_unless_significant()
     assert max(selected, key=selected.get) == "Popularity"
     assert m.tail_gain_["users"] == np.count_nonzero(np.diff(val.indptr))
     assert m.tail_gain_["gain"] > 0 and m.tail_gain_["p_value"] >= 0.05
-    np.testing.assert_array_equal(m.tail_weights_, [1, 0, 0])
+    assert m.tail_bases_ == m.base_names_ == ["ItemKNN"]  # the scorer dropped: the tail's base alone kept
     ids = np.arange(train.shape[0])
     np.testing.assert_array_equal(m.recommend(ids, N=20)[0], m.bases_[0].recommend(ids, N=20)[0])
 
@@ -679,14 +682,11 @@ def test_the_tail_base_is_the_best_over_every_validation_user():
     Popularity, listed first."""
     train, val, _ = holdout(block_feedback(users=200, items=40, seed=1), val=0.2, test=0.2, random_state=0)
     m = fast(bases=[Popularity(), ItemKNN(k=10)], validation_users=None).fit(train, validation=val)
-    np.testing.assert_array_equal(m.tail_weights_, [0, 1])
+    assert m.tail_bases_ == ["ItemKNN"]
     assert m.tail_gain_ is None
     selected = m.history_[0]["base_val_adg"]
     assert selected["ItemKNN"] > selected["Popularity"]
-    every = (
-        evaluate(m.bases_[0], train, val, metrics=["ADG"])["ADG"],
-        evaluate(m.bases_[1], train, val, metrics=["ADG"])["ADG"],
-    )
+    every = [evaluate(b.fit(train), train, val, metrics=["ADG"])["ADG"] for b in (Popularity(), ItemKNN(k=10))]
     np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
 
 
@@ -695,7 +695,7 @@ def _synthetic_split(seed):
     return holdout(X, val=0.2, test=0.2, random_state=0)
 
 
-@pytest.mark.parametrize("seed, tail", [(2, [0.5, 0.5]), (0, [0, 1]), (5, [0, 1])])
+@pytest.mark.parametrize("seed, tail", [(2, ["ItemKNN", "UserKNN"]), (0, ["UserKNN"]), (5, ["UserKNN"])])
 def test_the_tail_is_the_mean_of_the_tied_bases_when_it_beats_the_best(seed, tail):
     """Planted: ItemKNN and UserKNN on factor data.  Seed 2: tied on validation, and the mean of their
     standardised scores beats the better one there significantly, so it is the tail; seed 0: tied, the
@@ -703,7 +703,7 @@ def test_the_tail_is_the_mean_of_the_tied_bases_when_it_beats_the_best(seed, tai
     beats ItemKNN significantly, no mean is tried."""
     train, val, _ = _synthetic_split(seed)
     m = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], max_iter=0, validation_users=200).fit(train, validation=val)
-    np.testing.assert_array_equal(m.tail_weights_, tail)
+    assert m.tail_bases_ == tail and np.allclose(m.tail_weights_, 1 / len(tail))
     record = m.history_[0]
     best = max(record["base_val_adg"].values())
     if seed == 5:
@@ -808,9 +808,9 @@ def test_every_validation_decision_uses_the_validation_metric():
     m = fast(bases=[Popularity(), ItemKNN(k=10)], validation_users=None, validation_metric="Recall@5")
     m.fit(train, validation=val)
     selected = m.history_[0]["base_val_rec@5"]
-    every = [evaluate(b, train, val, metrics=["REC@5"])["REC@5"] for b in m.bases_]
+    every = [evaluate(b.fit(train), train, val, metrics=["REC@5"])["REC@5"] for b in (Popularity(), ItemKNN(k=10))]
     np.testing.assert_allclose([selected["Popularity"], selected["ItemKNN"]], every, rtol=1e-9)
-    assert m.base_names_[int(np.argmax(m.tail_weights_))] == max(selected, key=selected.get)
+    assert m.tail_bases_ == [max(selected, key=selected.get)]
     checkpoints = [h for h in m.history_[1:] if isinstance(h["iteration"], int)]
     assert all("val_rec@5" in h for h in checkpoints) and not any("val_adg" in h for h in m.history_)
     assert max(h["val_rec@5"] for h in checkpoints) >= m.history_[1]["val_rec@5"]  # the start is kept or beaten
@@ -1063,6 +1063,30 @@ def test_a_stack_never_ends_below_its_strong_base():
         if np.any(ours[metric] != theirs[metric]):  # identical lists (the strong base alone) pass
             below = ttest_rel(ours[metric], theirs[metric], alternative="less").pvalue
             assert below > 0.05, (metric, ours[metric].mean(), theirs[metric].mean())
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_a_model_fallen_back_to_its_tail_keeps_only_the_tails_bases(refit, tmp_path):
+    """With the scorer dropped (``fallback_p=0``: never kept) FEBR ranks as its tail, so it keeps the
+    tail's bases alone (refitted on all of X with ``refit``): the scores of that base fitted on the
+    same data, saved and loaded with it."""
+    X = block_feedback(n_groups=6, users=80, items=30, p_in=0.25, p_out=0.03, seed=3)
+    train, _, _ = holdout(X, val=0.0, test=0.2, random_state=0)
+    bases = [Popularity(), Noise(), ItemKNN(k=20)]
+    model = FEBR(bases=bases, fallback_p=0.0, refit=refit, random_state=0, num_threads=1).fit(train)
+    assert model.base_names_ == model.tail_bases_ == ["ItemKNN"]
+    assert set(model.history_[0]["base_val_ndcg@20"]) == {"Popularity", "Noise", "ItemKNN"}
+    assert model.feature_names_ == stacking.feature_names(["ItemKNN"]) and model.coef_.shape == (6,)
+    assert np.array_equal(model.tail_weights_, [1.0]) and model.context_mean_.shape == (1,)
+    fitted_on = model.bases_[0].user_items_
+    assert ((fitted_on != train).nnz == 0) == refit
+    users = np.arange(train.shape[0])
+    candidates = train.toarray() == 0
+    alone = ItemKNN(k=20).fit(fitted_on)._score_rows(train, users, False)  # item-based: scored from X's rows
+    np.testing.assert_allclose(model.score(users)[candidates], alone[candidates], rtol=1e-12)
+    loaded = Recommender.load(model.save(tmp_path / "tail.npz"))
+    assert loaded.base_names_ == ["ItemKNN"]
+    np.testing.assert_array_equal(loaded.score(users), model.score(users))
 
 
 def test_no_dense_users_by_items_block_beyond_the_budget(monkeypatch):

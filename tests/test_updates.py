@@ -132,7 +132,7 @@ def test_new_users_rank_close_to_a_refit():
 
 def test_febr_updates_users_through_its_bases(X):
     def make(bases):
-        return FEBR(bases=bases, candidates=10, max_iter=200, eval_every=100, random_state=0, **ONE)
+        return FEBR(bases=bases, candidates=10, max_iter=200, eval_every=100, fallback_p=None, random_state=0, **ONE)
 
     model = make([ItemKNN(k=5, **ONE), ALS(factors=4, iterations=2, random_state=0, **ONE)]).fit(X[:100])
     model.partial_fit_users(np.arange(100, 120), X[100:])

@@ -33,7 +33,7 @@ from ..models.base import Recommender
 from ..models.updates import Update
 from .bases import check_bases, fit_stack, named_bases, resolve_bases, training_pool
 from .scoring import Linear, compose, head_key, pool_problem, tail_scores
-from .stacking import BaseFeatures, Stack, feature_names, n_features, z_column
+from .stacking import BaseFeatures, Stack, feature_names, kept_columns, n_features, z_column
 from .training import OptADGRecommender, check_user_limit
 from .validation import best_reranker, choose_tail, draw_samples, keep_scorer
 
@@ -105,7 +105,9 @@ show_progress :
     Attributes
     ----------
     bases_ : list of Recommender
-        The bases fitted on ``X``, named in ``base_names_``.
+        The bases fitted on ``X``, named in ``base_names_``: when the scorer falls back to the tail
+        (``fallback_p``), only the tail's bases, whose ranking FEBR's then is (the refit and every
+        prediction cost theirs alone; ``history_``'s record 0 names every base validated).
     coef_, feature_mean_, feature_scale_ : ndarray (n_features,)
         ``theta`` and the standardisation (over the training pools) of the features named in
         ``feature_names_``.
@@ -149,8 +151,10 @@ show_progress :
     >>> from recsys_ltr.models import ItemKNN, RP3beta
     >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
     >>> model = FEBR(bases=[ItemKNN(k=20), RP3beta(k=20)], candidates=30, max_iter=20_000, random_state=0).fit(X)
-    >>> model.base_names_, len(model.feature_names_)
-    (['ItemKNN', 'RP3beta'], 9)
+    >>> sorted(model.history_[0]["base_val_ndcg@20"])  # every base judged on the carved validation
+    ['ItemKNN', 'RP3beta']
+    >>> model.stacked_gain_["p_value"] > 0.05, model.base_names_  # the scorer did not pay: the tail kept
+    (True, ['ItemKNN'])
     >>> ids, scores = model.recommend(0, N=3)
     >>> ids.shape
     (3,)
@@ -239,15 +243,39 @@ show_progress :
                 self.training_users, rng, stage, self.excluded_items_,
             )  # fmt: skip
             self._set_stack(fit_stack(specs, names, X, self.candidates, self.excluded_items_, stage))
-            self._train_scorer(pool, X, validation, rng, bar)
+            if not self._train_scorer(pool, X, validation, rng, bar):
+                specs = self._narrow_to_tail(specs)
             if final is not X:
                 stage("refit on all of X")
                 self.bases_ = []  # the training part's bases released before the refit
-                self._set_stack(fit_stack(specs, names, final, self.candidates, self.excluded_items_, stage))
+                stack = fit_stack(specs, self.base_names_, final, self.candidates, self.excluded_items_, stage)
+                self._set_stack(stack)
 
-    def _train_scorer(self, pool, X, validation, rng, bar):
+    def _narrow_to_tail(self, specs):
+        """Only the tail's bases kept once the scorer has fallen back to it: FEBR's ranking is the tail's
+        (:func:`~recsys_ltr.febr.scoring.compose`), so the refit and every prediction cost theirs alone.
+        Returns the kept bases' specs."""
+        kept = np.flatnonzero(self.tail_weights_)
+        self.linear_ = np.ascontiguousarray(self.linear_[:, kept_columns(kept, len(self.base_names_))])
+        self._prepare_linear()
+        self.tail_weights_ = self.tail_weights_[kept]
+        self.base_names_ = [self.base_names_[b] for b in kept]
+        self.feature_names_ = feature_names(self.base_names_)
+        context = self._context
+        self._set_stack(
+            Stack(
+                [self.bases_[b] for b in kept],
+                context._replace(mean=context.mean[kept], scale=context.scale[kept]),
+                self.candidates,
+                self.excluded_items_,
+            )
+        )
+        return [specs[b] for b in kept]
+
+    def _train_scorer(self, pool, X, validation, rng, bar) -> bool:
         """The tail (the best on validation), ``theta`` by OPT-ADG from it, then the trees; the scorer
-        kept only when it beats the tail on the test users (:mod:`recsys_ltr.febr.validation`)."""
+        kept only when it beats the tail on the test users (:mod:`recsys_ltr.febr.validation`).
+        Returns whether it was kept."""
         mean, scale = pool.statistics()
         theta = self._set_linear(mean, scale)
         set_tree_state(self, None)
@@ -276,6 +304,8 @@ show_progress :
                 self._start_at_tail(theta, scale)
                 set_tree_state(self, None)
                 self.best_iteration_ = 0
+                return False
+        return True
 
     def _draw_samples(self, X, validation, rng):
         """The validation samples of every decision (``None`` without validation)."""

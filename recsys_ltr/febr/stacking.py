@@ -50,6 +50,7 @@ __all__ = [
     "context_statistics",
     "feature_names",
     "heads",
+    "kept_columns",
     "moments",
     "n_features",
     "pool_relevance",
@@ -139,6 +140,12 @@ def n_features(n_bases: int) -> int:
 def z_column(b: int) -> int:
     """Column of base ``b``'s within-user standardised score."""
     return _PER_BASE * b + 1
+
+
+def kept_columns(kept, n_bases: int) -> np.ndarray:
+    """The feature columns of the bases ``kept`` (increasing indices of ``n_bases``) and the global ones."""
+    per_base = _PER_BASE * np.asarray(kept, dtype=np.int64)[:, None] + np.arange(_PER_BASE)
+    return np.concatenate([per_base.ravel(), np.arange(_PER_BASE * n_bases, n_features(n_bases))])
 
 
 def feature_names(base_names) -> list[str]:
