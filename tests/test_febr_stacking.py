@@ -15,7 +15,7 @@ from test_febr import block_feedback
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
 from recsys_ltr.febr.bases import ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
-from recsys_ltr.febr.scoring import _compose_kernel, tail_scores
+from recsys_ltr.febr.scoring import _compose_kernel, compose, head_key, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
     Pool,
@@ -714,6 +714,14 @@ def test_the_tail_is_the_mean_of_the_tied_bases_when_it_beats_the_best(seed, tai
     assert (mean["p_value"] < 0.05) == (seed == 2)
     if seed == 2:
         assert mean["value"] > best and mean["gain"] > 0
+        # fallen back to the mean: its scores without the heads, equal to the heads composed in the tail's order
+        users = np.arange(train.shape[0])
+        stack, rows = m._stack, m.user_items_
+        S, excluded = stack.scores(rows, users), stack.excluded(rows)
+        indptr, items, phi = stack.head(S, rows, excluded)
+        composed = compose(tail_scores(S, excluded, m.tail_weights_), (indptr, items), head_key(m._scorer, phi))
+        candidates = excluded.toarray() == 0
+        np.testing.assert_array_equal(m.score(users)[candidates], composed[candidates])
 
 
 class _Values:
@@ -1066,10 +1074,10 @@ def test_a_stack_never_ends_below_its_strong_base():
 
 
 @pytest.mark.parametrize("refit", [True, False])
-def test_a_model_fallen_back_to_its_tail_keeps_only_the_tails_bases(refit, tmp_path):
+def test_a_model_fallen_back_to_its_tail_keeps_only_the_tails_bases(refit, tmp_path, monkeypatch):
     """With the scorer dropped (``fallback_p=0``: never kept) FEBR ranks as its tail, so it keeps the
     tail's bases alone (refitted on all of X with ``refit``): the scores of that base fitted on the
-    same data, saved and loaded with it."""
+    same data, saved and loaded with it, and ranks by the base's own route."""
     X = block_feedback(n_groups=6, users=80, items=30, p_in=0.25, p_out=0.03, seed=3)
     train, _, _ = holdout(X, val=0.0, test=0.2, random_state=0)
     bases = [Popularity(), Noise(), ItemKNN(k=20)]
@@ -1087,6 +1095,14 @@ def test_a_model_fallen_back_to_its_tail_keeps_only_the_tails_bases(refit, tmp_p
     loaded = Recommender.load(model.save(tmp_path / "tail.npz"))
     assert loaded.base_names_ == ["ItemKNN"]
     np.testing.assert_array_equal(loaded.score(users), model.score(users))
+    # ranked by the base's own sparse route: its top lists, never FEBR's heads
+    R, B = model.score_product(users)
+    np.testing.assert_allclose((R @ B).toarray()[candidates], alone[candidates], rtol=1e-12)
+    seen = []
+    monkeypatch.setattr(stacking.Stack, "head", lambda *a, **k: seen.append(1))
+    for m in (model, loaded):
+        np.testing.assert_array_equal(m.recommend(users, N=10)[0], m.bases_[0].recommend(users, train, N=10)[0])
+    assert not seen
 
 
 def test_no_dense_users_by_items_block_beyond_the_budget(monkeypatch):

@@ -3,20 +3,13 @@
 own; ``recommend_all``, ``evaluate`` and FEBR's feature extraction sharded over both nodes give the
 in-process results bit for bit.  Skipped when ray is not installed.
 
-The cluster's processes get a token of their own (Ray's token authentication, ``RAY_AUTH_MODE``),
-a temporary directory of their own (so no other test's ``ray.init()`` finds this cluster) and the
-environment of this process, so their workers import the same ``recsys_ltr``.
+The cluster is ``benchmarks/_ray_cluster.py``'s (its own token, temporary directory and this
+process's environment), as ``benchmarks/ray_cluster_throughput.py`` measures it.
 """
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -30,56 +23,18 @@ from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ItemKNN, UserKNN
 
 HERE = Path(__file__).resolve().parent
-NODE = ["--num-cpus=1", "--object-store-memory=100000000", "--disable-usage-stats", "--block"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, process, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"ray start --head exited with {process.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"the Ray head did not listen on port {port} within {seconds} s")
+sys.path.insert(0, str(HERE.parent / "benchmarks"))
+from _ray_cluster import local_cluster, ray_command  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """``(address, env)`` of a running head and worker; both stopped (SIGTERM) at the end."""
+    """``(address, env)`` of a running head and worker of one CPU each (``benchmarks/_ray_cluster.py``)."""
     pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]' to run the cluster test")
-    ray = shutil.which("ray", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if ray is None:
+    if ray_command() is None:
         pytest.skip("the ray command line is not on PATH")
-    temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex, RAY_USAGE_STATS_ENABLED="0")
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(HERE), env.get("PYTHONPATH", "")])
-    env.pop("RAY_ADDRESS", None)
-    port, processes = free_port(), []
-    try:
-        head = [ray, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}", *NODE]
-        with open(Path(temp) / "head.log", "w") as log:
-            processes.append(subprocess.Popen(head, env=env, stdout=log, stderr=subprocess.STDOUT))
-        wait_for_port(port, processes[0])
-        with open(Path(temp) / "worker.log", "w") as log:
-            worker = [ray, "start", f"--address=127.0.0.1:{port}", *NODE]
-            processes.append(subprocess.Popen(worker, env=env, stdout=log, stderr=subprocess.STDOUT))
-        yield f"127.0.0.1:{port}", env
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster(nodes=2, cpus=1, object_store_bytes=100_000_000, pythonpath=[HERE.parent, HERE]) as running:
+        yield running
 
 
 def test_two_node_cluster_gives_the_in_process_results(cluster, tmp_path):

@@ -378,11 +378,40 @@ show_progress :
 
     def _ranked_scores(self, rows, ids, recalculate):
         """The head of every user (each base's ``candidates`` best) in the scorer's order above the
-        other items in the order of the tail (module docstring)."""
+        other items in the order of the tail (module docstring); the tail's scores alone when the
+        scorer ranks as it."""
         stack = self._stack
         S, excluded = stack.scores(rows, ids, recalculate), stack.excluded(rows)
+        if self._ranks_as_tail:
+            return tail_scores(S, excluded, self.tail_weights_)
         indptr, items, phi = stack.head(S, rows, excluded)
         return compose(tail_scores(S, excluded, self.tail_weights_), (indptr, items), head_key(self._scorer, phi))
+
+    @property
+    def _ranks_as_tail(self) -> bool:
+        """Whether the scorer is the tail's start (:meth:`_start_at_tail`: a fallen-back FEBR), which
+        ranks every head as the tail does, so that FEBR's scores are the tail's."""
+        if self.trees_ is not None:
+            return False
+        start = np.zeros_like(self.coef_)
+        self._start_at_tail(start, self.feature_scale_)
+        return bool(np.array_equal(self.coef_, start))
+
+    @property
+    def _tail_base(self):
+        """The one base whose scores FEBR's are (it ranks as a tail of one base and excludes no item),
+        else ``None``: FEBR then ranks by that base's own routes (sparse products, factors)."""
+        if len(self.bases_) == 1 and self.excluded_items_.size == 0 and self._ranks_as_tail:
+            return self.bases_[0]
+        return None
+
+    def _score_product(self, rows, ids, recalculate):
+        base = self._tail_base
+        return None if base is None else base._score_product(rows, ids, recalculate)
+
+    def _score_factors(self, rows, ids, recalculate):
+        base = self._tail_base
+        return None if base is None else base._score_factors(rows, ids, recalculate)
 
     def head_features(self, user_ids):
         """Stacked features of the heads of training users (the union of each base's ``candidates``
