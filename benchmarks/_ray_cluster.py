@@ -46,15 +46,17 @@ def wait_for_port(port, process, seconds=60):
 
 
 @contextmanager
-def local_cluster(nodes=2, cpus=1, object_store_bytes=100_000_000, pythonpath=()):
+def local_cluster(nodes=2, cpus=1, object_store_bytes=100_000_000, pythonpath=(), token=None):
     """Yields ``(address, env)`` of a head and ``nodes - 1`` worker nodes of ``cpus`` CPUs each, and
     the environment a driver process needs to join it (its token); every node stopped (SIGTERM) at
-    the end.  ``pythonpath``: folders put first on the nodes' ``PYTHONPATH``."""
+    the end.  ``pythonpath``: folders put first on the nodes' ``PYTHONPATH``; ``token``: the cluster's
+    (default: a new one), for a driver that imported ray with it in its environment (ray reads it
+    at import)."""
     ray = ray_command()
     if ray is None:
         raise FileNotFoundError("the ray command line is not installed: pip install -e '.[ray]'")
     temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex, RAY_USAGE_STATS_ENABLED="0")
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token or uuid.uuid4().hex, RAY_USAGE_STATS_ENABLED="0")
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), env.get("PYTHONPATH", "")])
     env.pop("RAY_ADDRESS", None)
     node = [f"--num-cpus={cpus}", f"--object-store-memory={object_store_bytes}", "--disable-usage-stats", "--block"]

@@ -21,9 +21,13 @@ between near-tied items; the fraction of users with identical lists is given).
 from __future__ import annotations
 
 import os
+import uuid
 
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
+# the cluster's token, set before ray is imported (ray reads its authentication mode then)
+TOKEN = uuid.uuid4().hex
+os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN)
 
 import argparse
 import json
@@ -78,8 +82,7 @@ def run(args):
     local = {name: (serve(m, served, None), judge(m, train, test, judged, None)) for name, m in models.items()}
     rows = []
     store = int(args.object_store_gb * 2**30)
-    with local_cluster(nodes=2, cpus=1, object_store_bytes=store, pythonpath=[ROOT]) as (address, env):
-        os.environ.update(RAY_AUTH_MODE=env["RAY_AUTH_MODE"], RAY_AUTH_TOKEN=env["RAY_AUTH_TOKEN"])
+    with local_cluster(nodes=2, cpus=1, object_store_bytes=store, pythonpath=[ROOT], token=TOKEN) as (address, _):
         executor = RayExecutor(address=address)
         wait_for_nodes(2)
         for name, model in models.items():

@@ -48,8 +48,8 @@ def fast(**kw):
     return FEBR(**{**params, "validation_metric": "ADG", **kw})  # the decisions' tests below read ADG
 
 
-class Memoriser(Recommender):
-    """Scores exactly its training positives 1, everything else 0."""
+class Planted(Recommender):
+    """A base with nothing to learn: its scores are planted by ``_score_rows``."""
 
     def __init__(self, num_threads=0, show_progress=None):
         self.num_threads = num_threads
@@ -57,6 +57,10 @@ class Memoriser(Recommender):
 
     def _fit(self, X):
         pass
+
+
+class Memoriser(Planted):
+    """Scores exactly its training positives 1, everything else 0."""
 
     def _score_rows(self, rows, ids, recalculate):
         return rows.toarray()
@@ -1035,15 +1039,8 @@ def test_training_users_auto_follows_the_cost_model(monkeypatch):
     assert not np.array_equal(auto.coef_, a.coef_)
 
 
-class Noise(Recommender):
+class Noise(Planted):
     """Scores every pair by a fixed pseudo-random value of (user, item): a base that knows nothing."""
-
-    def __init__(self, num_threads=0, show_progress=None):
-        self.num_threads = num_threads
-        self.show_progress = show_progress
-
-    def _fit(self, X):
-        pass
 
     def _score_rows(self, rows, ids, recalculate):
         items = np.arange(rows.shape[1])
