@@ -22,11 +22,10 @@ import time
 
 import numpy as np
 from scipy.stats import wilcoxon
-from sklearn.base import clone
 
 from recsys_ltr import datasets, split
 from recsys_ltr.febr import FEBR
-from recsys_ltr.febr.bases import resolve_bases
+from recsys_ltr.febr.bases import fit_on, resolve_bases
 from recsys_ltr.metrics import evaluate
 from recsys_ltr.models import ALS, BSPM, EASE, GFCF, RP3beta
 
@@ -72,7 +71,7 @@ def run(name, seeds, febr_params):
         seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
         scores.setdefault("FEBR()", []).append(per_user(febr, train, test, val))
         names, specs = resolve_bases(febr.bases, train)  # every base, also those a fallen-back FEBR dropped
-        bases = [per_user(clone(spec.template).fit(train), train, test, val) for spec in specs]
+        bases = [per_user(b, train, test, val) for b in fit_on(specs, names, train, stage=lambda message: None)]
         scores.setdefault(BEST_BASE, []).append(  # per metric, the base best on this seed's test part
             {m: bases[int(np.argmax([b[m].mean() for b in bases]))][m] for m in METRICS}
         )
