@@ -14,7 +14,7 @@ from test_febr import block_feedback
 
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
-from recsys_ltr.febr.bases import ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
+from recsys_ltr.febr.bases import GRAPH_PAIRS, ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
 from recsys_ltr.febr.scoring import _compose_kernel, compose, head_key, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -329,12 +329,14 @@ def test_auto_bases_follow_the_catalogue_size():
     [
         (USER_PAIRS, ITEM_PAIRS, []),
         (USER_PAIRS + 1, ITEM_PAIRS, ["KUNN", "user-p"]),
-        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE", "GF-CF"]),
-        (USER_PAIRS + 1, ITEM_PAIRS + 1, ["EASE", "GF-CF", "KUNN", "user-p"]),
+        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE"]),
+        (USER_PAIRS, GRAPH_PAIRS, ["EASE"]),
+        (USER_PAIRS, GRAPH_PAIRS + 1, ["EASE", "GF-CF"]),
+        (USER_PAIRS + 1, GRAPH_PAIRS + 1, ["EASE", "GF-CF", "KUNN", "user-p"]),
     ],
 )
 def test_auto_bases_leave_out_the_bases_past_their_cost_limit(user_pairs, item_pairs, left_out):
-    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE and GF-CF, in
+    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE, past GRAPH_PAIRS GF-CF, in
     FEBR and in the command line's stacked methods alike."""
     from recsys_ltr.eval.methods import get_method
     from recsys_ltr.febr.bases import Workload, auto_bases

@@ -21,9 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from .._gram import GRAM_ENTRY_BYTES
 from ..models import ALS, EASE, GFCF, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
+from ..models.graph_filter import GRAPH_ENTRY_BYTES
 from ..split import label_parts, sample_users_trusted
 from .stacking import Pool, Stack, build_pool, concatenate_pools, context_statistics
 from .training import STAT_USERS, OptADGRecommender
@@ -31,6 +31,7 @@ from .training import STAT_USERS, OptADGRecommender
 __all__ = [
     "AUTO_BASES",
     "GRAPH_BYTES",
+    "GRAPH_PAIRS",
     "ITEM_PAIRS",
     "POOL_SCORES",
     "POOL_USERS",
@@ -128,22 +129,27 @@ SLIM_ITEMS = 2048
 #: set of the benchmark tables is within it (movielens-1m-implicit, the most, has 6.5e8).
 USER_PAIRS = 2**31
 
-#: :attr:`Workload.item_pairs` up to which FEBR stacks EASE and GF-CF, the two bases that read the
-#: item-item graph ``X^T X``: it stores at most that many entries of 12 bytes, during EASE's fit and,
-#: as GF-CF's ``P`` (formed up to that size, :data:`GRAPH_BYTES`), beside FEBR's other bases (in
-#: practice about half of the bound: ``make_tastes`` 300,000 users x 30,000 items, 4.7e8 pairs,
-#: 2.3e8 entries, 2.5 GiB; 1,000,000 x 100,000 items, 1.6e9 pairs, past the limit, 8.6e8 entries,
-#: 9.6 GiB; the five benchmark sets at most 2.6e8 pairs).
+#: :attr:`Workload.item_pairs` up to which FEBR stacks EASE: its fit stores at most that many entries
+#: of the Gram matrix ``X^T X`` (12 bytes each), in practice about half of them (``make_tastes``
+#: 300,000 users x 30,000 items: 4.7e8 pairs, 2.3e8 entries, 2.5 GiB; the five benchmark sets at
+#: most 2.6e8 pairs).
 ITEM_PAIRS = 2**30
 
+#: :attr:`Workload.item_pairs` up to which FEBR stacks GF-CF, its ``P = R^T R`` formed (at most that
+#: many entries of 8 bytes, :data:`GRAPH_BYTES`) and held beside FEBR's other bases.  In practice
+#: about half of the bound: ``make_tastes``' 1,000,000 users x 100,000 items have 1.6e9 pairs and
+#: 8.6e8 entries, 6.9 GB, where GF-CF is the best single model by 8% ADG
+#: (``benchmarks/scale_table.py``) and scores a user in about 2.5 ms with ``P`` on two cores, 44 without.
+GRAPH_PAIRS = 2**31
+
 #: GF-CF's ``max_graph_bytes`` as a base: its ``P`` formed (its binary rows scored by one product)
-#: wherever :data:`ITEM_PAIRS` stacks it.
-GRAPH_BYTES = GRAM_ENTRY_BYTES * ITEM_PAIRS
+#: wherever :data:`GRAPH_PAIRS` stacks it.
+GRAPH_BYTES = GRAPH_ENTRY_BYTES * GRAPH_PAIRS
 
 #: ``bases="auto"``: the models at their defaults (fsSLIM with ``k=100`` candidates per item).
 AUTO_BASES = (
     AutoBase("EASE", EASE(), max_item_pairs=ITEM_PAIRS),
-    AutoBase("GF-CF", GFCF(max_graph_bytes=GRAPH_BYTES), max_item_pairs=ITEM_PAIRS),
+    AutoBase("GF-CF", GFCF(max_graph_bytes=GRAPH_BYTES), max_item_pairs=GRAPH_PAIRS),
     AutoBase("ALS", ALS()),
     AutoBase("RP3beta", RP3beta()),
     AutoBase("KUNN", KUNN(), max_user_pairs=USER_PAIRS),

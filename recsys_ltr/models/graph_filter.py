@@ -17,7 +17,7 @@ before it is formed: ``O(sum_u n_u^2)``); it costs the entries of ``P``'s rows o
 Above that budget ``P`` is never formed and a block of users is scored as ``(r_u R^T) R`` by two
 sparse products, through every user who shares an item with ``u``: with popular items that is about
 ``nnz(X)`` per user.  100,000 users x 10,000 items of ``make_tastes`` (2.4M positives): ranking 10,000
-users took 39 CPU s by two products, 7.1 s with ``P`` (57M entries, 0.7 GB, formed in 2 s), the same
+users took 39 CPU s by two products, 7.1 s with ``P`` (57M entries, formed in 2 s), the same
 top-20 lists.
 
 BSPM reads the same filters as the solutions of differential equations over a user's row ``x(t)``:
@@ -53,11 +53,12 @@ __all__ = ["BSPM", "GFCF"]
 
 _log = logging.getLogger(__name__)
 
-#: ``max_graph_bytes``'s default (4 GiB): ``P`` of 100,000 users x 10,000 items of ``make_tastes``
-#: takes 0.7 GB, of 300,000 x 30,000 2.7 GB.
-GRAPH_BYTES = 2**32
-#: Bytes of one stored entry of ``P`` (a float64 value and an int32 index).
-_GRAPH_ENTRY_BYTES = 12
+#: ``max_graph_bytes``'s default (8 GiB): ``P`` of ``make_tastes``' 100,000 users x 10,000 items
+#: takes 0.5 GB, of 300,000 x 30,000 1.8 GB, of 1,000,000 x 100,000 6.9 GB (8.6e8 entries).  Without
+#: it that last one's users are scored at 44 ms each (12 hours for all of them on two cores).
+GRAPH_BYTES = 2**33
+#: Bytes of one stored entry of ``P`` (a float32 value, accumulated in float64, and an int32 index).
+GRAPH_ENTRY_BYTES = 8
 _INDEX_MAX = np.iinfo(np.int32).max  # P's indptr is int32, as every canonical CSR's
 
 
@@ -76,9 +77,10 @@ class GFCF(Recommender):
     random_state : int or None
         Seed of the truncated SVD's Gaussian start.
     max_graph_bytes : int >= 0
-        Largest size of ``P = R^T R`` formed as a sparse matrix (12 bytes per entry) to score binary
-        rows by one product (module docstring); above it, or at 0, each such product is two sparse
-        products through the users.  The scores are the same up to rounding.
+        Largest size of ``P = R^T R`` formed as a sparse matrix (8 bytes per entry: its values in
+        float32) to score binary rows by one product (module docstring); above it, or at 0, each such
+        product is two sparse products through the users.  The scores are the same up to float32's
+        rounding of ``P`` (a relative 6e-8).
     num_threads : int
         BLAS and numba threads (0 = all).
     show_progress : bool or None
@@ -210,7 +212,7 @@ class GFCF(Recommender):
             chunks = strided_chunks(n)
             counts = _graph_row_entries(Rt.indptr, Rt.indices, R.indptr, R.indices, chunks)
             indptr = np.concatenate(([0], np.cumsum(counts)))
-            need = _GRAPH_ENTRY_BYTES * indptr[-1]
+            need = GRAPH_ENTRY_BYTES * indptr[-1]
             if need > self._param("max_graph_bytes") or indptr[-1] > _INDEX_MAX:
                 _log.warning(
                     "%s: P = R^T R would take %s (%d entries), past max_graph_bytes=%d: every block of users is "
@@ -219,7 +221,7 @@ class GFCF(Recommender):
                     type(self).__name__, readable_bytes(need), indptr[-1], self._param("max_graph_bytes"),
                 )  # fmt: skip
                 return None
-            indices, data = np.empty(indptr[-1], np.int32), np.empty(indptr[-1])
+            indices, data = np.empty(indptr[-1], np.int32), np.empty(indptr[-1], np.float32)
             _graph_rows(Rt.indptr, Rt.indices, Rt.data, R.indptr, R.indices, R.data, chunks, indptr, indices, data)
         return sp.csr_matrix((data, indices, indptr.astype(np.int32)), shape=(n, n))
 
@@ -487,7 +489,8 @@ def _graph_row_entries(t_indptr, t_indices, indptr, indices, n_chunks):
 @njit(parallel=True, cache=True)
 def _graph_rows(t_indptr, t_indices, t_data, indptr, indices, data, n_chunks, out_indptr, out_indices, out_data):
     """The rows of ``R^T R`` into ``out_*`` (``out_indptr`` from :func:`_graph_row_entries`): row ``i``
-    sums ``R_ui R_u.`` over the users ``u`` of item ``i`` in their order, columns in order of first
+    sums ``R_ui R_u.`` in float64 over the users ``u`` of item ``i`` in their order, stored rounded to
+    ``out_data``'s type, columns in order of first
     reach (unsorted), so each entry's sum is the same on any number of threads."""
     n = t_indptr.shape[0] - 1
     for c in prange(n_chunks):
