@@ -69,7 +69,7 @@ def main():
                 continue
             for metric in METRICS:
                 other, o, febr, f, p = compare(units, metric)
-                shown = "1" if p is None else f"{p:.2g}"
+                shown = "1" if p is None else f"{p:.2g}" if p > 0 else "< 1e-300"  # float64 underflow
                 print(
                     f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f}{verdict(f, o, p)} | {shown} |"
                 )
