@@ -54,6 +54,13 @@ def verdict(febr_mean, other_mean, p) -> str:
     return " (below)" if febr_mean < other_mean else ""
 
 
+def p_text(p) -> str:
+    """The p column: 1 for identical rankings, a bound where float64 underflows to 0."""
+    if p is None:
+        return "1"
+    return f"{p:.2g}" if p > 0 else "< 1e-300"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("eval/results"))
@@ -69,9 +76,8 @@ def main():
                 continue
             for metric in METRICS:
                 other, o, febr, f, p = compare(units, metric)
-                shown = "1" if p is None else f"{p:.2g}" if p > 0 else "< 1e-300"  # float64 underflow
                 print(
-                    f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f}{verdict(f, o, p)} | {shown} |"
+                    f"| {dataset}, {protocol} | {metric} | {other} {o:.4f} | {febr} {f:.4f}{verdict(f, o, p)} | {p_text(p)} |"
                 )
 
 
