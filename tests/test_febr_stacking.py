@@ -394,6 +394,95 @@ def test_carved_validation_and_refit(planted):
     assert model.history_[0]["base_val_adg"]
 
 
+def _trained_on(monkeypatch, model, X, validation):
+    """``(X_fit, validation)`` that ``model.fit`` hands to its training."""
+    seen = {}
+
+    def spy(self, X_fit, validation, final, rng, bar):
+        seen.update(X_fit=X_fit, validation=validation)
+        raise StopIteration
+
+    monkeypatch.setattr(type(model), "_train", spy)
+    with pytest.raises(StopIteration):
+        model.fit(X, validation=validation)
+    return seen["X_fit"], seen["validation"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), covered=st.floats(0.0, 1.0), top=st.sampled_from([None, 3]))
+def test_users_the_validation_leaves_out_are_validated_on_a_carve_of_their_own(seed, covered, top):
+    rng = np.random.default_rng(seed)
+    X = sp.random(60, 25, density=0.25, format="csr", random_state=rng, data_rvs=lambda n: np.ones(n))
+    X, V, _ = holdout(X, val=0.2, test=0.0, random_state=seed)
+    keep = rng.random(60) < covered
+    keep[np.argmax(np.diff(V.indptr))] = True  # a validation matrix is not empty
+    V = sp.diags(keep.astype(float)) @ V  # the others: no validation positive
+    V.eliminate_zeros()
+    model = fast(validation_fraction=0.3, label_exclude_top=top, random_state=seed)
+    with pytest.MonkeyPatch.context() as mp:
+        X_fit, validation = _trained_on(mp, model, X, V)
+    carved = X - X_fit
+    assert carved.min() >= 0 and (X_fit.multiply(carved)).nnz == 0  # a part of X, taken out of it
+    assert (validation - V - carved).nnz == 0 and validation.has_canonical_format
+    covered_users = np.diff(V.indptr) > 0
+    assert np.diff(carved.indptr)[covered_users].sum() == 0  # only the users the matrix leaves out
+    ranked = np.ones(X.shape[1])
+    ranked[model.excluded_items_] = 0.0
+    eligible = sp.csr_matrix(X @ sp.diags(ranked))
+    eligible.eliminate_zeros()
+    assert not np.isin(carved.indices, model.excluded_items_).any()  # drawn as the labels are
+    from_users = np.diff(carved.indptr) > 0
+    assert np.all(np.diff((eligible - carved).tocsr().indptr)[from_users] >= 1)  # one eligible positive kept
+    expected = 0.3 * np.diff(X.indptr)[~covered_users]
+    assert np.diff(carved.indptr)[~covered_users].sum() <= expected.sum() + (~covered_users).sum()
+
+
+def test_a_validation_of_every_user_leaves_the_fit_as_it_was(planted):
+    train, val, _ = planted
+    train = sp.csr_matrix(sp.diags((np.diff(val.indptr) > 0).astype(float)) @ train)  # every user validated
+    train.eliminate_zeros()
+    fitted = [
+        fast(bases=[ItemKNN(k=10), UserKNN(k=10)], validation_fraction=f).fit(train, validation=val) for f in (0.0, 0.3)
+    ]
+    np.testing.assert_array_equal(fitted[0].coef_, fitted[1].coef_)
+    assert fitted[0].history_ == fitted[1].history_
+
+
+def test_the_tail_is_chosen_on_the_users_the_validation_leaves_out_too():
+    """msweb's case, planted: a validation split rounded half up holds out of the active users
+    only; base ``Oracle(light=False)`` knows their positives, ``Oracle(light=True)`` those of the light
+    users, three times as many.  On the matrix alone the tail is the first; with the light users'
+    carve it is the second, the better on every user."""
+    rng = np.random.default_rng(0)
+    n_users, n_items = 400, 40
+    light = np.arange(n_users) >= 100  # 100 active users (12 positives), 300 light ones (3)
+    activity = np.where(light, 3, 12)
+    rows = np.repeat(np.arange(n_users), activity)
+    cols = np.concatenate([rng.choice(n_items, a, replace=False) for a in activity])
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n_users, n_items))
+    full = X.toarray()
+    train, val, _ = holdout(X, val=0.1, test=0.0, random_state=0)  # half up: nothing of the light users
+    assert np.diff(val.indptr)[light].sum() == 0
+
+    class Oracle(Planted):
+        def __init__(self, light=True, num_threads=0, show_progress=None):
+            super().__init__(num_threads, show_progress)
+            self.light = light
+
+        def _score_rows(self, rows, ids, recalculate):
+            knows = (light[ids] == self.light)[:, None]
+            return np.where(knows, full[ids], 0.0) + Noise()._score_rows(rows, ids, recalculate) / 2
+
+    def tail(fraction):
+        bases = [("active", Oracle(light=False)), ("light", Oracle(light=True))]
+        model = fast(bases=bases, validation_fraction=fraction, fallback_p=None, max_iter=200, eval_every=100)
+        return model.fit(train, validation=val).history_[0]["base_val_adg"]
+
+    alone, every = tail(0.0), tail(0.3)
+    assert alone["active"] > alone["light"]
+    assert every["light"] > every["active"]
+
+
 def test_fitted_base_is_reused(planted):
     train, val, _ = planted
     knn = ItemKNN(k=10).fit(train)
@@ -708,7 +797,8 @@ def test_the_tail_is_the_mean_of_the_tied_bases_when_it_beats_the_best(seed, tai
     mean better only by noise (a one-sided paired p above .05), UserKNN alone stays; seed 5: UserKNN
     beats ItemKNN significantly, no mean is tried."""
     train, val, _ = _synthetic_split(seed)
-    m = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], max_iter=0, validation_users=200).fit(train, validation=val)
+    m = fast(bases=[ItemKNN(k=20), UserKNN(k=20)], max_iter=0, validation_users=200, validation_fraction=0.0)
+    m.fit(train, validation=val)  # the matrix alone
     assert m.tail_bases_ == tail and np.allclose(m.tail_weights_, 1 / len(tail))
     record = m.history_[0]
     best = max(record["base_val_adg"].values())
