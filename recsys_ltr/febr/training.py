@@ -14,8 +14,9 @@ one violates the margin or ``beta_u = max(1, floor(N_u / gamma))`` draws are spe
 :class:`OptADG` is the loop (chunks of ``eval_every`` samples, early stopping on the validation
 metric, a callback per checkpoint); :class:`OptADGRecommender` what both estimators share: their
 parameters (:data:`OPTADG_PARAMETERS`, declared once), the validation carved out of ``X`` for the
-users a given one leaves out (every user when none is given) and the refit on all of ``X``.  The label holdout (a training label must not be among the
-data its features were computed from) is ``recsys_ltr.split.label_parts``.  A subclass makes
+users a given one leaves out (every user when none is given) and the refit on all of ``X``.  The
+label holdout (a training label must not be among the data its features were computed from) is
+``recsys_ltr.split.label_parts``.  A subclass makes
 the scorer from the training part and the prediction-time state from the final matrix (``_train``).
 
 Names: ``regularization`` is the dissertation's ``lambda``, ``max_iter`` counts ``(u, i+)`` samples
@@ -34,7 +35,7 @@ from .._progress import progress, report_stage
 from .._validation import check_feedback, check_positive_int, check_real, check_same_shape, check_seed
 from ..metrics import metric_name
 from ..models.base import Recommender
-from ..split import holdout_trusted, top_items_trusted
+from ..split import eligible_positives, holdout_trusted, top_items_trusted
 
 __all__ = [
     "AUTO_VALIDATION_CUTOFF",
@@ -302,17 +303,18 @@ class OptADGRecommender(Recommender):
     def _validation_of_every_user(self, X, validation, rng):
         """``(X_fit, validation)``: ``validation_fraction`` of the positives of every user without
         validation positives (every user without a matrix) held out of ``X``, each user's count
-        rounded at random (``proportional``) and outside ``excluded_items_``, as the labels are.  A
-        split rounded half up holds nothing out of the users with fewer than ``0.5 / val`` positives,
-        and decisions judged on the others rank the bases as the active users do (msweb: 26,431 of
-        32,711 users without validation, and RP3β, the best base on the others, .5554 against SLIM's
-        .5614 on test).  A user keeps one eligible positive: one with a single one is not validated
-        on (msweb's novelty protocol: validated on their one item outside the 100 most popular, the
-        users who have no other ranked KUNN or SLIM above EASE, the best on test).  With a matrix the
-        draw has a generator of its own, so that a matrix of every user leaves the fit as it was."""
+        rounded at random (``proportional``) and among the positives labels may be drawn from
+        (``recsys_ltr.split.eligible_positives``).  A split rounded half up holds nothing out of the
+        users with fewer than ``0.5 / val`` positives, and decisions judged on the others rank the
+        bases as the active users do (msweb: 26,431 of 32,711 users without validation; RP3β, the
+        best base on the others, .5554 against SLIM's .5614 on test).  A user keeps one eligible
+        positive, so users with a single one are not validated on (msweb's novelty protocol: judged
+        by their one item outside the 100 most popular, KUNN or SLIM ranked above EASE, the best on
+        test).  With a matrix the draw has a generator of its own, so that a matrix of every user
+        leaves the fit as it was."""
         counts = np.diff(X.indptr)
         rows = np.repeat(np.arange(X.shape[0]), counts)
-        eligible = ~np.isin(X.indices, self.excluded_items_)
+        eligible = eligible_positives(X, self._param("label_exclude_top"))
         carved_from = np.bincount(rows[eligible], minlength=X.shape[0]) >= 2
         if validation is not None:
             carved_from &= np.diff(validation.indptr) == 0
