@@ -66,6 +66,33 @@ def test_users_of_a_taste_share_its_head():
         assert has[taste == t].mean() > 0.3 and has[taste != t].mean() < 0.05
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    n_items=st.integers(6, 40),
+    n_tastes=st.integers(1, 4),
+    share=st.floats(0.0, 1.0),
+    exponent=st.floats(0.0, 3.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_planted_params_are_the_models(n_items, n_tastes, share, exponent, seed):
+    """``return_params``: the same matrix, the tastes and orders drawn first, and one draw's
+    probability of each item, computed item by item from the docstring's model."""
+    kwargs = dict(n_tastes=n_tastes, taste_share=share, popularity_exponent=exponent, random_state=seed)
+    data, planted = make_tastes(30, n_items, **kwargs, return_params=True)
+    assert (data.matrix != make_tastes(30, n_items, **kwargs).matrix).nnz == 0
+    orders, taste, _ = _planted(30, n_items, n_tastes, 30.0, 1.0, 3, seed)
+    np.testing.assert_array_equal(planted["orders"], orders)
+    np.testing.assert_array_equal(planted["taste"], taste)
+    weight = [(1.0 + r) ** -exponent for r in range(n_items)]
+    total = sum(weight)
+    for t in range(n_tastes):
+        for i in range(n_items):
+            in_taste = weight[list(orders[t]).index(i)] / total
+            in_global = weight[list(orders[-1]).index(i)] / total
+            expected = share * in_taste + (1 - share) * in_global
+            assert planted["draw_probability"][t, i] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
 def test_seeded():
     a = make_tastes(500, 200, random_state=3).matrix
     b = make_tastes(500, 200, random_state=3).matrix

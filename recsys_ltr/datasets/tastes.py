@@ -40,6 +40,7 @@ def make_tastes(
     activity_sigma=1.0,
     min_activity=3,
     random_state=0,
+    return_params=False,
 ):
     """Generate a large :class:`~recsys_ltr.Interactions` of clustered tastes (model in the module
     docstring) in O(positives) time and memory.
@@ -61,10 +62,16 @@ def make_tastes(
     min_activity : int
         Fewest positives of a user.
     random_state : None, int or numpy.random.Generator
+    return_params : bool
+        Also return the planted model: ``{"taste", "orders", "draw_probability"}``, each user's taste
+        ``(n_users,)``, the item at each rank of each order ``(n_tastes + 1, n_items)`` (the last is the
+        global order) and the probability that one draw of a user of each taste is each item
+        ``(n_tastes, n_items)``.  Ranking a user's unseen items by the row of its taste is the
+        generator's own ranking: the ceiling a recommender can approach (``benchmarks/tastes_catalogue.py``).
 
     Returns
     -------
-    Interactions
+    Interactions or (Interactions, dict)
         Ids ``0..n-1``; a binary matrix.
 
     Examples
@@ -75,6 +82,9 @@ def make_tastes(
     Interactions(2000 users x 500 items, 60076 positives)
     >>> int(data.matrix.getnnz(axis=1).min())  # min_activity
     3
+    >>> data, planted = make_tastes(n_users=2_000, n_items=500, n_tastes=8, random_state=0, return_params=True)
+    >>> planted["draw_probability"].shape, bool(abs(planted["draw_probability"].sum(axis=1) - 1).max() < 1e-12)
+    ((8, 500), True)
     """
     n_users = check_positive_int(n_users, "n_users")
     n_items = check_positive_int(n_items, "n_items")
@@ -119,4 +129,19 @@ def make_tastes(
     indptr = np.zeros(n_users + 1, np.int64)
     np.cumsum(want, out=indptr[1:])
     X = sp.csr_matrix((np.ones(items.size), items, indptr), shape=(n_users, n_items))
+    if return_params:
+        return Interactions(X), {
+            "taste": taste,
+            "orders": orders,
+            "draw_probability": _draw_probability(orders, cdf, taste_share),
+        }
     return Interactions(X)
+
+
+def _draw_probability(orders, cdf, taste_share) -> np.ndarray:
+    """``(n_tastes, n_items)``: ``taste_share`` times the Zipf weight of the item's rank in the taste's
+    order plus the rest times its weight in the global order (the last of ``orders``)."""
+    weight = np.diff(cdf, prepend=0.0)  # of each rank
+    by_order = np.empty(orders.shape)
+    np.put_along_axis(by_order, orders, np.broadcast_to(weight, orders.shape), axis=1)
+    return taste_share * by_order[:-1] + (1.0 - taste_share) * by_order[-1]
