@@ -23,7 +23,7 @@ the sparse fsSLIM) runs in a fresh process on 2 threads: after a warm-up fit on 
 * ``save`` / ``load``: seconds and the file's size.
 
 A model that refuses the fit (``MemoryError`` naming the bytes it needs) or runs past ``--budget``
-seconds gets that as its row.  Rows are appended to ``--out`` (JSON lines, the last row of a model
+seconds gets that as its row, with the phases it finished (each phase's figures are kept as it ends).  Rows are appended to ``--out`` (JSON lines, the last row of a model
 and size wins), so sizes and models can be run apart; the table (``--out`` with ``.inc``, included
 by ``docs/in_practice.rst``) gives each size's rows and, for a model measured at two sizes or more,
 the growth exponent of each cost in the number of positives (least squares on logs).
@@ -97,7 +97,8 @@ class _Stages(logging.Handler):
 
 
 def _one(folder: str, model: str, serve_budget: float) -> dict:
-    """Every cost of one model on the split saved in ``folder`` (run in a fresh process)."""
+    """Every cost of one model on the split saved in ``folder`` (run in a fresh process); the row so
+    far is written to ``folder / f"{model}.json"`` as each phase ends."""
     import scipy.sparse as sp
 
     from recsys_ltr import _parallel, models
@@ -141,6 +142,8 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
         "fit_peak_gb": fit_peak,
         "stages": stages.seconds(time.perf_counter()),
     }
+    finished = lambda: (folder / f"{model}.json").write_text(json.dumps(row))  # noqa: E731
+    finished()
     n_users = train.shape[0]
     probe = np.arange(min(n_users, max(PROBE_USERS, n_users // 50)))
     served = lambda users: sum(b.size for b, _, _ in recommend_users(estimator, users, N=20, show_progress=False))  # noqa: E731
@@ -156,9 +159,11 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
     else:
         row["recommend_wall"], row["recommend_cpu"], row["recommend_peak_gb"], n = _phase(lambda: served(None))
         assert n == n_users
+    finished()
     judged = lambda: evaluate(estimator, train, test, metrics=list(METRICS), users=users, show_progress=False)  # noqa: E731
     row["evaluate_wall"], row["evaluate_cpu"], _, result = _phase(judged)
     row.update({metric: float(result[metric]) for metric in METRICS})
+    finished()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.npz"
         row["save_s"], _, _, _ = _phase(lambda: estimator.save(path))
@@ -194,20 +199,24 @@ def run(folder: Path, model: str, budget: float, serve_budget: float) -> dict:
     env = {"PYTHONWARNINGS": "ignore"}
     try:
         return json.loads(fresh_process(code, ROOT, env, timeout=budget).strip().splitlines()[-1])
-    except RuntimeError as exc:  # the subprocess failed or ran out of time: its last error line
-        return {"failed": str(exc).strip().splitlines()[-1]}
+    except RuntimeError as exc:  # the subprocess failed or ran out of time: the phases it finished, its last error line
+        finished = folder / f"{model}.json"
+        row = json.loads(finished.read_text()) if finished.exists() else {}
+        return {**row, "failed": str(exc).strip().splitlines()[-1]}
 
 
 def growth(rows: list[dict]) -> dict:
     """Per model, the exponent of each cost in the positives over the sizes it was measured at."""
     out = {}
     for model in dict.fromkeys(r["model"] for r in rows):
-        measured = [r for r in rows if r["model"] == model and "fit_cpu" in r]
-        if len({r["positives"] for r in measured}) >= 2:
-            x = np.log([r["positives"] for r in measured])
-            out[model] = {
-                key: float(np.polyfit(x, np.log([max(r[key], 1e-3) for r in measured]), 1)[0]) for key in GROWTH
-            }
+        exponents = {}
+        for key in GROWTH:
+            measured = [r for r in rows if r["model"] == model and key in r]
+            if len({r["positives"] for r in measured}) >= 2:
+                x, y = np.log([r["positives"] for r in measured]), np.log([max(r[key], 1e-3) for r in measured])
+                exponents[key] = float(np.polyfit(x, y, 1)[0])
+        if "fit_cpu" in exponents:
+            out[model] = exponents
     return out
 
 
@@ -225,16 +234,23 @@ HEAD = ["size", "model", "fit wall / CPU s", "fit peak GB", "recommend all, N=20
 
 
 def cells(r: dict) -> list[str]:
-    """One row of the table: the measured costs, or why the model did not run."""
-    size, name = f"{r['size']} ({r['positives']:,} positives)", MODELS[r["model"]]
-    if "fit_cpu" not in r:
-        return [size, name, r.get("refused") or r.get("failed")] + [""] * (len(HEAD) - 3)
-    return [
-        size, name, f"{_s(r['fit_wall'])} / {_s(r['fit_cpu'])}", f"{r['fit_peak_gb']:.2f}",
-        f"{'~' if 'recommend_users' in r else ''}{_s(r['recommend_wall'])} / {_s(r['recommend_cpu'])}",
-        f"{_s(r['evaluate_wall'])} / {_s(r['evaluate_cpu'])}", f"{r['save_s']:.1f} / {r['load_s']:.1f}",
-        f"{r['file_mb']:,.0f}", f"{r['ADG']:.4f}", f"{r['REC@20']:.4f}",
+    """One row of the table: the measured costs; why the model stopped in the first cell it left empty."""
+    columns = [
+        ("fit_cpu", lambda: f"{_s(r['fit_wall'])} / {_s(r['fit_cpu'])}"),
+        ("fit_peak_gb", lambda: f"{r['fit_peak_gb']:.2f}"),
+        ("recommend_cpu", lambda: f"{'~' if 'recommend_users' in r else ''}{_s(r['recommend_wall'])} / {_s(r['recommend_cpu'])}"),
+        ("evaluate_cpu", lambda: f"{_s(r['evaluate_wall'])} / {_s(r['evaluate_cpu'])}"),
+        ("load_s", lambda: f"{r['save_s']:.1f} / {r['load_s']:.1f}"),
+        ("file_mb", lambda: f"{r['file_mb']:,.0f}"),
+        ("ADG", lambda: f"{r['ADG']:.4f}"),
+        ("REC@20", lambda: f"{r['REC@20']:.4f}"),
     ]  # fmt: skip
+    row = [f"{r['size']} ({r['positives']:,} positives)", MODELS[r["model"]]]
+    row += [show() if key in r else "" for key, show in columns]
+    why = r.get("refused") or r.get("failed")
+    if why:
+        row[row.index("")] = why
+    return row
 
 
 def _s(seconds: float) -> str:

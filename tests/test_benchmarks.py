@@ -4,6 +4,7 @@ settings (:data:`SMOKE`).  A removed or renamed name a script uses (``bench_ease
 EASE helper for months after it was gone) fails here, not on the day somebody reruns a table.  A
 script that needs a peer of the ``bench`` extra that is not installed is skipped, naming it."""
 
+import json
 import os
 import re
 import shutil
@@ -78,3 +79,24 @@ def test_benchmark_script_runs_small(script, tmp_path):
     if done.returncode and missing and missing[-1] in OPTIONAL:
         pytest.skip(f"{script} needs {missing[-1]}, of an optional extra")
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_a_stopped_scale_row_keeps_the_phases_it_finished():
+    """``scale_table.py``: a model stopped by its budget after the fit shows the fit's figures, then
+    why it stopped; its exponents are those of the costs measured at two sizes or more."""
+    code = """if True:
+        import json, sys
+        sys.path.insert(0, "benchmarks")
+        import scale_table as t
+        fit = {"fit_wall": 20.0, "fit_cpu": 30.0, "fit_peak_gb": 1.5}
+        full = {**fit, "recommend_wall": 1.0, "recommend_cpu": 2.0, "evaluate_wall": 1.0, "evaluate_cpu": 2.0,
+                "save_s": 0.1, "load_s": 0.2, "file_mb": 5.0, "ADG": 0.2, "REC@20": 0.3}
+        small = {"size": "100k", "model": "ALS", "positives": 1000, **full}
+        stopped = {"size": "1m", "model": "ALS", "positives": 10000, **fit, "failed": "over the budget"}
+        print(json.dumps([t.cells(stopped), t.growth([small, stopped])]))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row, exponents = json.loads(done.stdout.splitlines()[-1])
+    assert row[2:5] == ["20 / 30", "1.50", "over the budget"] and row[5:] == [""] * 5
+    assert exponents["ALS"].keys() == {"fit_cpu", "fit_peak_gb"} and abs(exponents["ALS"]["fit_cpu"] - 0.0) < 1e-9
