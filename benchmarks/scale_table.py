@@ -23,10 +23,10 @@ the sparse fsSLIM) runs in a fresh process on 2 threads: after a warm-up fit on 
 * ``save`` / ``load``: seconds and the file's size.
 
 A model that refuses the fit (``MemoryError`` naming the bytes it needs) or runs past ``--budget``
-seconds gets that as its row, with the phases it finished (each phase's figures are kept as it ends).  Rows are appended to ``--out`` (JSON lines, the last row of a model
-and size wins), so sizes and models can be run apart; the table (``--out`` with ``.inc``, included
-by ``docs/in_practice.rst``) gives each size's rows and, for a model measured at two sizes or more,
-the growth exponent of each cost in the number of positives (least squares on logs).
+seconds gets that as its row, after the phases it finished (each phase's figures are kept as it
+ends).  Rows are appended to ``--out`` (JSON lines, the last row of a model and size wins), so sizes
+and models can be run apart; the table (``--out`` with ``.inc``, included by ``docs/in_practice.rst``)
+gives each size's rows and, for a model measured at two sizes or more, the growth exponent of each cost in the number of positives (least squares on logs).
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/scale_table.py --sizes 100k 300k
     PYTHONPATH=. python benchmarks/scale_table.py --sizes 1m --models ALS ItemKNN --budget 3600
@@ -98,7 +98,7 @@ class _Stages(logging.Handler):
 
 def _one(folder: str, model: str, serve_budget: float) -> dict:
     """Every cost of one model on the split saved in ``folder`` (run in a fresh process); the row so
-    far is written to ``folder / f"{model}.json"`` as each phase ends."""
+    far is written to :func:`_partial` as each phase ends."""
     import scipy.sparse as sp
 
     from recsys_ltr import _parallel, models
@@ -142,7 +142,7 @@ def _one(folder: str, model: str, serve_budget: float) -> dict:
         "fit_peak_gb": fit_peak,
         "stages": stages.seconds(time.perf_counter()),
     }
-    finished = lambda: (folder / f"{model}.json").write_text(json.dumps(row))  # noqa: E731
+    finished = lambda: _partial(folder, model).write_text(json.dumps(row))  # noqa: E731
     finished()
     n_users = train.shape[0]
     probe = np.arange(min(n_users, max(PROBE_USERS, n_users // 50)))
@@ -191,6 +191,11 @@ def prepare(size: str, folder: Path, seed: int) -> dict:
     return {"users": n_users, "items": n_items, "positives": int(train.nnz)}
 
 
+def _partial(folder: Path, model: str) -> Path:
+    """Where :func:`_one` keeps the row of the phases it has finished."""
+    return Path(folder) / f"{model}.json"
+
+
 def run(folder: Path, model: str, budget: float, serve_budget: float) -> dict:
     code = (
         f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
@@ -199,8 +204,8 @@ def run(folder: Path, model: str, budget: float, serve_budget: float) -> dict:
     env = {"PYTHONWARNINGS": "ignore"}
     try:
         return json.loads(fresh_process(code, ROOT, env, timeout=budget).strip().splitlines()[-1])
-    except RuntimeError as exc:  # the subprocess failed or ran out of time: the phases it finished, its last error line
-        finished = folder / f"{model}.json"
+    except RuntimeError as exc:  # failed or out of time: the phases it finished, then its last error line
+        finished = _partial(folder, model)
         row = json.loads(finished.read_text()) if finished.exists() else {}
         return {**row, "failed": str(exc).strip().splitlines()[-1]}
 
