@@ -26,7 +26,8 @@ A model that refuses the fit (``MemoryError`` naming the bytes it needs) or runs
 seconds gets that as its row, after the phases it finished (each phase's figures are kept as it
 ends).  Rows are appended to ``--out`` (JSON lines, the last row of a model and size wins), so sizes
 and models can be run apart; the table (``--out`` with ``.inc``, included by ``docs/in_practice.rst``)
-gives each size's rows and, for a model measured at two sizes or more, the growth exponent of each cost in the number of positives (least squares on logs).
+gives each size's rows and, for a model measured at two sizes or more, the growth exponent of each
+cost in the number of positives (least squares on logs).
 
     NUMBA_NUM_THREADS=2 PYTHONPATH=. python benchmarks/scale_table.py --sizes 100k 300k
     PYTHONPATH=. python benchmarks/scale_table.py --sizes 1m --models ALS ItemKNN --budget 3600
