@@ -45,7 +45,7 @@ SMOKE = {
     "gowalla_febr.py": ["--threads", "1"],
     "gowalla_split_shift.py": ["--users", "30", "--models", "GF-CF,user-p", "--febr"],
     "ray_cluster_throughput.py": ["--users", "2000", "--serve-users", "300", "--eval-users", "50",
-                                  "--object-store-gb", "0.1"],
+                                  "--object-store-gb", "0.1", "--models", "ItemKNN", "FEBR"],
     "scale_table.py": ["--sizes", "100k", "--users", "400", "--models", "ALS", "ItemKNN", "--out", "{tmp}/scale"],
     "tastes_catalogue.py": ["--users", "300", "--items", "120", "--models", "FEBR,ItemKNN,planted,inferred", "--eval-users", "50"],
     "updates.py": ["--models", "ALS,ItemKNN,EASE"],
