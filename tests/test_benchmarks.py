@@ -47,6 +47,8 @@ SMOKE = {
     "ray_cluster_throughput.py": ["--users", "2000", "--serve-users", "300", "--eval-users", "50",
                                   "--object-store-gb", "0.1", "--models", "ItemKNN", "FEBR"],
     "scale_table.py": ["--sizes", "100k", "--users", "400", "--models", "ALS", "ItemKNN", "--out", "{tmp}/scale"],
+    "tastes_linear_stack.py": ["--users", "600", "--items", "300", "--ranks", "8,16", "--components", "4",
+                               "--val-users", "50", "--eval-users", "50"],
     "tastes_catalogue.py": ["--users", "300", "--items", "120", "--models", "FEBR,ItemKNN,planted,inferred", "--eval-users", "50"],
     "updates.py": ["--models", "ALS,ItemKNN,EASE"],
     "ann_topn.py": ["--runs", "1", "--nprobe", "4"],
