@@ -46,9 +46,9 @@ def bases(ranks):
     return out
 
 
-def scorer(model, R):
-    """Score rows of a fitted base for the users of ``R``."""
-    return lambda ids: np.asarray(model._score_rows(R[ids], ids, False), np.float64)
+def scorer(model):
+    """Score rows of a fitted base (its public ``score``, as float64)."""
+    return lambda ids: np.asarray(model.score(ids), np.float64)
 
 
 def mixture(R, low_pass, components, seed):
@@ -62,11 +62,11 @@ def mixture(R, low_pass, components, seed):
     for _ in range(EM_ITERATIONS):
         counts = np.asarray((R.T @ responsibility).T) + SMOOTHING
         theta = counts / counts.sum(axis=1, keepdims=True)
-        log_prior = np.log(responsibility.mean(axis=0) + 1e-12)
-        responsibility = _posterior(R, np.log(theta).T, log_prior)
+        log_theta_t, log_prior = np.log(theta).T, np.log(responsibility.mean(axis=0) + 1e-12)
+        responsibility = _posterior(R, log_theta_t, log_prior)
 
     def score(ids):
-        return _posterior(R[ids], np.log(theta).T, log_prior) @ theta
+        return _posterior(R[ids], log_theta_t, log_prior) @ theta
 
     return score
 
@@ -99,7 +99,7 @@ def choose(args, carved, validation, users):
     low-pass filter)``, a mix as ``(first, second, weight)`` (the mixture named ``mixture<K>``)."""
     print("| validation | " + " | ".join(METRICS) + " |\n|---|" + "---:|" * len(METRICS))
     fitted = {name: model.fit(carved) for name, model in bases(args.ranks).items()}
-    scores = {name: scorer(model, carved) for name, model in fitted.items()}
+    scores = {name: scorer(model) for name, model in fitted.items()}
     values = {name: judge(score, carved, validation, users) for name, score in scores.items()}
     for name, result in values.items():
         print(line(name, result), flush=True)
@@ -145,7 +145,7 @@ def main():
 
     models = bases(args.ranks)
     fitted = {name: models[name].fit(train) for name in {"GF-CF", best, linear[1], low_pass}}
-    scores = {name: scorer(model, train) for name, model in fitted.items()}
+    scores = {name: scorer(model) for name, model in fitted.items()}
     mixed = mixture(train, fitted[low_pass], int(nonlinear[1].removeprefix("mixture")), args.seed)
     rows = {
         "GFCF()": scores["GF-CF"],
