@@ -14,7 +14,7 @@ from a uniform prior: Bayes' rule of the model, a learner that knew the model bu
 They tell how far above the best model any re-ranker could still go::
 
     NUMBA_NUM_THREADS=2 python benchmarks/tastes_catalogue.py [--users 100000] [--items 30000] \\
-        [--models FEBR,GF-CF,BSPM,EASE,ItemKNN,RP3beta,ALS,planted,inferred] [--eval-users 5000]
+        [--models FEBR,GF-CF,BSPM,ChebyCF,EASE,ItemKNN,RP3beta,ALS,planted,inferred] [--eval-users 5000]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from recsys_ltr import split
 from recsys_ltr.datasets import make_tastes
 from recsys_ltr.febr import FEBR
 from recsys_ltr.metrics import evaluate
-from recsys_ltr.models import ALS, BSPM, EASE, GFCF, ItemKNN, RP3beta, UserKNN
+from recsys_ltr.models import ALS, BSPM, EASE, GFCF, ChebyCF, ItemKNN, RP3beta, UserKNN
 
 MODELS = {
     "FEBR": FEBR,
@@ -42,6 +42,7 @@ MODELS = {
     "ALS": ALS,
     "GF-CF": GFCF,
     "BSPM": BSPM,
+    "ChebyCF": ChebyCF,
 }
 METRICS = ("ADG", "MAP", "REC@20", "NDCG@20")
 GENERATOR = ("planted", "inferred")  # the generator's own rankings
@@ -81,7 +82,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--items", type=int, default=30_000)
-    parser.add_argument("--models", default="FEBR,GF-CF,BSPM,EASE,ItemKNN,RP3beta,ALS")
+    parser.add_argument("--models", default="FEBR,GF-CF,BSPM,ChebyCF,EASE,ItemKNN,RP3beta,ALS")
     parser.add_argument("--eval-users", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

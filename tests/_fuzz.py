@@ -615,7 +615,7 @@ PAPER = {"affinity": "cosine", "holdout": 0.0, "validation_fraction": 0.0}
 def model_factories() -> dict:
     """Small, fast, deterministic configurations of every recommender."""
     from recsys_ltr.febr import AffinityFEBR
-    from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, Popularity, RP3beta, UserKNN
+    from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ChebyCF, ItemKNN, Popularity, RP3beta, UserKNN
 
     one = dict(num_threads=1)
     return {
@@ -635,6 +635,7 @@ def model_factories() -> dict:
         "ContentItemKNN": lambda: _content_model(),
         "GFCF": lambda: GFCF(factors=2, **one),
         "BSPM": lambda: BSPM(factors=2, **one),
+        "ChebyCF": lambda: ChebyCF(order=3, factors=2, **one),
         "EASEsparse": lambda: EASE(regularization=1.0, solver="sparse", k=2, **one),
         "FEBR": lambda: _stacked_febr(),
         **(
@@ -1257,6 +1258,7 @@ def param_targets() -> dict:
         GFCF,
         KUNN,
         SLIM,
+        ChebyCF,
         ContentItemKNN,
         ItemKNN,
         Popularity,
@@ -1365,6 +1367,17 @@ def param_targets() -> dict:
             solver=choice("rk4", "euler"),
             final_sharpening=BOOL,
             point_combination=BOOL,
+            iterations=integer(0, cost=True),
+            random_state=SEED_OR_GENERATOR,
+        ),
+        "ChebyCF": recommender(
+            ChebyCF,
+            {"order": 3, "factors": 2, "num_threads": 1},
+            order=integer(0, cost=True),
+            flatness=real(0, lo_open=True),
+            factors=integer(),
+            alpha=real(0),
+            beta=real(0),
             iterations=integer(0, cost=True),
             random_state=SEED_OR_GENERATOR,
         ),
@@ -2733,7 +2746,7 @@ def cli_case_outcome(case, directory) -> Outcome:
 
 # ============================================================================ finite in, finite out
 #: the surfaces added since the third campaign: time cuts, DataFrame roles, weighting, graph filters
-VALUE_ENTRIES = ("time_cut", "from_dataframe", "bm25_weight", "log_weight", "tfidf_weight", "BSPM", "GFCF")
+VALUE_ENTRIES = ("time_cut", "from_dataframe", "bm25_weight", "log_weight", "tfidf_weight", "BSPM", "GFCF", "ChebyCF")
 _CUTS = ["1435-01-01", "1600-01-01", "1677-01-01", "1969-12-31", "2020-01-02", "2020-01-05T12:00", "2020-01-10",
          "2020-02-01", "2262-04-12", "2263-01-01", "2300-01-01", "2604-08-09T20:04:33", "9999-12-31"]  # fmt: skip
 _COLUMNS = ["u", "i", "w", "t", "missing"]
@@ -2748,7 +2761,7 @@ def value_cases(draw, entry):
     if entry == "from_dataframe":
         roles = ("user_col", "item_col", "weight_col", "timestamp_col")
         return {r: draw(st.sampled_from(_COLUMNS + [None] * (j >= 2))) for j, r in enumerate(roles)}
-    if entry in ("BSPM", "GFCF"):
+    if entry in ("BSPM", "GFCF", "ChebyCF"):
         return {"beta": draw(st.sampled_from(_HUGE)), "sharpen_time": draw(st.sampled_from(_HUGE)),
                 "blur_time": draw(st.sampled_from(_HUGE)), "sharpen_steps": draw(st.integers(0, 3)),
                 "solver": draw(st.sampled_from(["rk4", "euler"]))}  # fmt: skip
@@ -2863,18 +2876,25 @@ def _weighting_outcome(entry, case) -> Outcome:
 def _graph_filter_outcome(entry, case) -> Outcome:
     """Hostile filter settings: refused naming the parameter (invalid, or scores that could leave
     float64's range), or finite scores."""
-    from recsys_ltr.models import BSPM, GFCF
+    from recsys_ltr.models import BSPM, GFCF, ChebyCF
 
-    names = ("beta", "sharpen_time", "blur_time") if entry == "BSPM" else ("beta",)
+    names = ("beta",) if entry == "GFCF" else ("beta", "sharpen_time", "blur_time")
     p = {n: _number(case[n]) for n in names}
     if entry == "BSPM":
         make = lambda: BSPM(factors=2, sharpen_steps=case["sharpen_steps"], solver=case["solver"], num_threads=1, **p)  # noqa: E731
+    elif entry == "ChebyCF":  # its alpha, beta and flatness from the case's three numbers
+        cheby = dict(alpha=p["beta"], beta=p["sharpen_time"], flatness=p["blur_time"])
+        make = lambda: ChebyCF(order=case["sharpen_steps"], factors=2, num_threads=1, **cheby)  # noqa: E731
     else:
         make = lambda: GFCF(factors=2, alpha=p["beta"], num_threads=1)  # noqa: E731
     call = lambda: make().fit(base_matrix()).score(np.arange(7))  # noqa: E731
     bad = [name for name, v in p.items() if not np.isfinite(v) or v < 0 or (name == "blur_time" and v == 0)]
     if bad:  # named in the model's order of checks: any of them will do
-        return judge(call, Reject("alpha" if entry == "GFCF" else "|".join(bad), ""))
+        named = {
+            "GFCF": {"beta": "alpha"},
+            "ChebyCF": {"beta": "alpha", "sharpen_time": "beta", "blur_time": "flatness"},
+        }
+        return judge(call, Reject("|".join(named.get(entry, {}).get(b, b) for b in bad), ""))
     return judge(call, Either(Reject(r"beyond float64's range: \w+=.* grows them", ""), Same(call, finite=True)))
 
 
@@ -2883,7 +2903,7 @@ def value_case_outcome(entry, case) -> Outcome:
         return _time_cut_outcome(case)
     if entry == "from_dataframe":
         return _dataframe_outcome(case)
-    if entry in ("BSPM", "GFCF"):
+    if entry in ("BSPM", "GFCF", "ChebyCF"):
         return _graph_filter_outcome(entry, case)
     return _weighting_outcome(entry, case)
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 N_USERS, N_ITEMS = 24, 18
 #: relative tolerance (to the row's largest absolute score) of the BLAS-scored models
 BLAS_RTOL = 1e-12
-BLAS = {"ALS", "BPR", "LightFMWARP", "GFCF", "BSPM"}
+BLAS = {"ALS", "BPR", "LightFMWARP", "GFCF", "BSPM", "ChebyCF"}
 
 
 #: every exported recommender, small and seeded, and variants (the coverage test of _helpers keeps it complete)

@@ -41,7 +41,7 @@ SMOKE = {
     "febr_tail_choice.py": ["movielens-100k", "--protocols", "standard", "--methods", "FEBR-stack"],
     "febr_wins.py": [],
     "fuzz_campaign.py": ["--cases", "10", "--families", "values,cache", "--boundscheck", "2", "--jobs", "1", "--batch", "50"],
-    "gowalla_bspm.py": [],
+    "gowalla_graph_filters.py": [],
     "gowalla_febr.py": ["--threads", "1"],
     "gowalla_split_shift.py": ["--users", "30", "--models", "GF-CF,user-p", "--febr"],
     "ray_cluster_throughput.py": ["--users", "2000", "--serve-users", "300", "--eval-users", "50",

@@ -14,7 +14,7 @@ from test_febr import block_feedback
 
 from recsys_ltr.datasets import make_synthetic
 from recsys_ltr.febr import FEBR, AffinityFEBR, stacking
-from recsys_ltr.febr.bases import GRAPH_PAIRS, ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
+from recsys_ltr.febr.bases import CHEBY_POSITIVES, GRAPH_PAIRS, ITEM_PAIRS, SLIM_ITEMS, USER_PAIRS, named_bases
 from recsys_ltr.febr.scoring import _compose_kernel, compose, head_key, tail_scores
 from recsys_ltr.febr.stacking import (
     BaseFeatures,
@@ -301,13 +301,13 @@ def test_seed_and_one_thread_reproduce(planted):
 def test_auto_bases_on_a_small_catalogue(planted, tmp_path):
     train, val, _ = planted
     model = fast(max_iter=1000, fallback_p=None).fit(train, validation=val)  # the scorer kept: every base
-    assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert model.base_names_ == ["EASE", "GF-CF", "ChebyCF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     loaded = Recommender.load(model.save(tmp_path / "auto.npz"))  # the fitted names round-trip
     for name in ("base_names_", "feature_names_", "tail_bases_"):
         assert getattr(loaded, name) == getattr(model, name), name
     assert [type(b) for b in loaded.bases_] == [type(b) for b in model.bases_]
     assert all((b.user_items_ != model.user_items_).nnz == 0 for b in model.bases_)  # refitted on all of X
-    assert model.coef_.shape == (3 * 8 + 3,)
+    assert model.coef_.shape == (3 * 9 + 3,)
 
 
 def test_auto_bases_follow_the_catalogue_size():
@@ -317,32 +317,33 @@ def test_auto_bases_follow_the_catalogue_size():
 
     small, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS)))
     large, _ = resolve_bases("auto", sp.csr_matrix((50, SLIM_ITEMS + 1)))
-    assert small == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    assert small == ["EASE", "GF-CF", "ChebyCF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
     assert large == small[:-1]
     stack = get_method("FEBR-stack")
-    assert list(stack.stacked(Workload(SLIM_ITEMS, 0, 0))) == small
-    assert list(stack.stacked(Workload(SLIM_ITEMS + 1, 0, 0))) == large
+    assert list(stack.stacked(Workload(SLIM_ITEMS, 0, 0, 0))) == small
+    assert list(stack.stacked(Workload(SLIM_ITEMS + 1, 0, 0, 0))) == large
 
 
 @pytest.mark.parametrize(
-    ("user_pairs", "item_pairs", "left_out"),
+    ("user_pairs", "item_pairs", "positives", "left_out"),
     [
-        (USER_PAIRS, ITEM_PAIRS, []),
-        (USER_PAIRS + 1, ITEM_PAIRS, ["KUNN", "user-p"]),
-        (USER_PAIRS, ITEM_PAIRS + 1, ["EASE"]),
-        (USER_PAIRS, GRAPH_PAIRS, ["EASE"]),
-        (USER_PAIRS, GRAPH_PAIRS + 1, ["EASE", "GF-CF"]),
-        (USER_PAIRS + 1, GRAPH_PAIRS + 1, ["EASE", "GF-CF", "KUNN", "user-p"]),
+        (USER_PAIRS, ITEM_PAIRS, CHEBY_POSITIVES, []),
+        (USER_PAIRS + 1, ITEM_PAIRS, CHEBY_POSITIVES, ["KUNN", "user-p"]),
+        (USER_PAIRS, ITEM_PAIRS + 1, CHEBY_POSITIVES, ["EASE"]),
+        (USER_PAIRS, GRAPH_PAIRS, CHEBY_POSITIVES, ["EASE"]),
+        (USER_PAIRS, ITEM_PAIRS, CHEBY_POSITIVES + 1, ["ChebyCF"]),
+        (USER_PAIRS, GRAPH_PAIRS + 1, CHEBY_POSITIVES, ["EASE", "GF-CF", "ChebyCF"]),
+        (USER_PAIRS + 1, GRAPH_PAIRS + 1, CHEBY_POSITIVES + 1, ["EASE", "GF-CF", "ChebyCF", "KUNN", "user-p"]),
     ],
 )
-def test_auto_bases_leave_out_the_bases_past_their_cost_limit(user_pairs, item_pairs, left_out):
-    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE, past GRAPH_PAIRS GF-CF, in
-    FEBR and in the command line's stacked methods alike."""
+def test_auto_bases_leave_out_the_bases_past_their_cost_limit(user_pairs, item_pairs, positives, left_out):
+    """Past USER_PAIRS the user-side neighbourhoods are left out, past ITEM_PAIRS EASE, past GRAPH_PAIRS GF-CF
+    and ChebyCF, past CHEBY_POSITIVES ChebyCF, in FEBR and in the command line's stacked methods alike."""
     from recsys_ltr.eval.methods import get_method
     from recsys_ltr.febr.bases import Workload, auto_bases
 
-    every = ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
-    workload = Workload(SLIM_ITEMS + 1, float(user_pairs), float(item_pairs))
+    every = ["EASE", "GF-CF", "ChebyCF", "ALS", "RP3beta", "KUNN", "user-p", "item-p"]
+    workload = Workload(SLIM_ITEMS + 1, float(user_pairs), float(item_pairs), positives)
     kept = [b.name for b in auto_bases(workload)]
     assert kept == [n for n in every if n not in left_out]
     assert list(get_method("FEBR-stack").stacked(workload)) == kept
@@ -360,7 +361,7 @@ def test_workload_counts_the_pairs_of_both_sides(n_users, n_items, density, seed
     D = X.toarray()
     user_pairs = sum(D[u, i] * D[v, i] for u in range(n_users) for v in range(n_users) for i in range(n_items))
     item_pairs = sum(D[u, i] * D[u, j] for u in range(n_users) for i in range(n_items) for j in range(n_items))
-    assert Workload.of(X) == (n_items, user_pairs, item_pairs)
+    assert Workload.of(X) == (n_items, user_pairs, item_pairs, X.nnz)
 
 
 def test_a_refit_keeps_the_bases_chosen_on_the_training_split(planted, monkeypatch):
@@ -374,8 +375,8 @@ def test_a_refit_keeps_the_bases_chosen_on_the_training_split(planted, monkeypat
     monkeypatch.setattr(bases_module, "AUTO_BASES", capped)
     assert "KUNN" not in bases_module.resolve_bases("auto", train)[0]
     model = fast(max_iter=1000, fallback_p=None).fit(train)  # the scorer kept: every base
-    assert model.base_names_ == ["EASE", "GF-CF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
-    kinds = ["EASE", "GFCF", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
+    assert model.base_names_ == ["EASE", "GF-CF", "ChebyCF", "ALS", "RP3beta", "KUNN", "user-p", "item-p", "SLIM"]
+    kinds = ["EASE", "GFCF", "ChebyCF", "ALS", "RP3beta", "KUNN", "UserKNN", "ItemKNN", "SLIM"]
     assert [type(b).__name__ for b in model.bases_] == kinds
     assert all((b.user_items_ != train).nnz == 0 for b in model.bases_)  # refitted on all of X
 

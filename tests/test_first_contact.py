@@ -187,13 +187,13 @@ def test_none_means_on_in_a_terminal(feedback, monkeypatch, capsys):
 def test_long_fits_log_their_start_and_end_at_info(feedback, caplog):
     """Outside a terminal there is no bar: ALS, BPR, EASE (both solvers), SLIM and GF-CF say when a
     fit starts (size, setting) and ends (seconds) on their module's logger, not per iteration."""
-    from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, SLIM, ItemKNN
+    from recsys_ltr.models import ALS, BPR, BSPM, EASE, GFCF, SLIM, ChebyCF, ItemKNN
 
     fits = {
         "recsys_ltr.models.factorization": [ALS(factors=4, iterations=3, num_threads=1), BPR(factors=4, iterations=3)],
         "recsys_ltr.models.ease": [EASE(solver="dense"), EASE(solver="sparse", k=10)],
         "recsys_ltr.models.slim": [SLIM(k=10)],
-        "recsys_ltr.models.graph_filter": [GFCF(factors=4), BSPM(factors=4)],
+        "recsys_ltr.models.graph_filter": [GFCF(factors=4), BSPM(factors=4), ChebyCF(order=2, factors=4)],
     }
     for module, models in fits.items():
         for model in models:

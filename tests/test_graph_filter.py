@@ -1,7 +1,9 @@
 """GF-CF (Shen et al. 2021): the two filters against a dense brute force, the SVD's subspace against
 numpy's, fold-in, similar items, files and bad input.  BSPM (Choi et al. 2023): against a dense
 re-enactment of the authors' ``getUsersRating`` (torchdiffeq's fixed-grid Euler and 3/8-rule RK4
-steps), GF-CF as BSPM without sharpening."""
+steps), GF-CF as BSPM without sharpening.  ChebyCF (Kim et al. 2025): its coefficients against
+numpy's Chebyshev interpolation, its scores against the interpolant applied through a dense
+eigendecomposition, the linear plateau as GF-CF's linear filter."""
 
 import numpy as np
 import pytest
@@ -9,7 +11,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recsys_ltr.models import BSPM, GFCF, Recommender
+from recsys_ltr.models import BSPM, GFCF, ChebyCF, Recommender
+from recsys_ltr.models.graph_filter import GRAPH_BYTES
 
 
 def feedback(seed, m=30, n=25, p=0.25):
@@ -241,6 +244,8 @@ def test_bspm_bad_parameters(params, error, match):
         (BSPM(factors=4, sharpen_time=1e300, solver="euler"), "sharpen_time=1e\\+300"),
         (BSPM(factors=4, blur_time=1e300), "blur_time=1e\\+300"),
         (GFCF(factors=4, alpha=1e308), "alpha=1e\\+308"),
+        (ChebyCF(factors=4, alpha=1e308), "alpha=1e\\+308"),
+        (ChebyCF(factors=4, beta=1e3), "beta=1000.0"),
     ],
 )
 def test_settings_that_would_overflow_are_refused_before_the_fit(model, name, monkeypatch):
@@ -331,3 +336,107 @@ def test_a_graph_past_its_budget_is_said_with_the_bytes_it_would_take(caplog):
     (record,) = caplog.records
     assert record.levelname == "WARNING" and f"({entries} entries)" in record.getMessage()
     assert "raise max_graph_bytes" in record.getMessage()
+
+
+# ---------------------------------------------------------------- ChebyCF (Kim et al. 2025)
+def plateau(phi):
+    return lambda x: 0.5 - 0.5 * np.sign(x) * np.abs(x) ** phi
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 16), st.sampled_from([0.3, 1.0, 1.5, 4.0]))
+def test_chebycf_coefficients_interpolate_the_plateau_at_the_chebyshev_nodes(order, phi):
+    from numpy.polynomial import chebyshev as C
+
+    from recsys_ltr.models.graph_filter import chebyshev_coefficients
+
+    c = chebyshev_coefficients(order, phi)
+    np.testing.assert_allclose(c, C.chebinterpolate(plateau(phi), order), atol=1e-14)
+    nodes = C.chebpts1(order + 1)  # the roots of T_{K+1}
+    np.testing.assert_allclose(C.chebval(nodes, c), plateau(phi)(nodes), atol=1e-12)
+
+
+def chebycf_filter(X, model, p):
+    """``D^-b (h_K(I - 2P) + alpha V^T V) D^b`` on dense arrays, ``h_K`` numpy's Chebyshev
+    interpolant of the plateau applied through the eigendecomposition of ``I - 2P``."""
+    from numpy.polynomial import chebyshev as C
+
+    D = X.toarray()
+    du, di = D.sum(axis=1), D.sum(axis=0)
+    iu = np.divide(1, np.sqrt(du), out=np.zeros_like(du), where=du > 0)
+    ii = np.divide(1, np.sqrt(di), out=np.zeros_like(di), where=di > 0)
+    R = iu[:, None] * D * ii[None, :]
+    lam, U = np.linalg.eigh(np.eye(D.shape[1]) - 2.0 * R.T @ R)
+    H = (U * C.chebval(lam, C.chebinterpolate(plateau(p["flatness"]), p["order"]))) @ U.T
+    V = model.components_
+    pre = np.divide(1.0, di ** p["beta"], out=np.zeros_like(di), where=di > 0)
+    post = np.where(di > 0, di ** p["beta"], 0.0)
+    return pre[:, None] * (H + p["alpha"] * V.T @ V) * post[None, :]
+
+
+@pytest.mark.kernels
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(0, 6),
+    st.sampled_from([0.5, 1.0, 1.5, 3.0]),
+    st.sampled_from([0.0, 0.2, 1.0]),
+    st.sampled_from([0.0, 0.4, 1.0]),
+    st.booleans(),
+)
+def test_chebycf_is_the_chebyshev_interpolant_of_its_spectral_filter(seed, order, phi, alpha, beta, formed):
+    X = feedback(seed)
+    p = dict(order=order, flatness=phi, alpha=alpha, beta=beta)
+    graph = GRAPH_BYTES if formed else 0
+    model = ChebyCF(factors=4, random_state=seed, num_threads=1, max_graph_bytes=graph, **p).fit(X)
+    assert_scores_close(model.score(np.arange(X.shape[0])), X.toarray() @ chebycf_filter(X, model, p))
+
+
+def test_chebycf_at_flatness_one_is_the_linear_filter_and_flatter_changes_the_ranking():
+    X = feedback(5)
+    users = np.arange(X.shape[0])
+    linear = GFCF(factors=4, alpha=0.0).fit(X).score(users)
+    for order in (1, 2, 5):  # h(x) = (1 - x) / 2 is a polynomial of degree 1: every order interpolates it exactly
+        scores = ChebyCF(order=order, flatness=1.0, factors=4, alpha=0.0, beta=0.0).fit(X).score(users)
+        assert_scores_close(scores, linear)
+    flat = ChebyCF(flatness=3.0, factors=4, alpha=0.0, beta=0.0).fit(X).score(users)
+    assert not np.array_equal(np.argsort(-flat, axis=1), np.argsort(-linear, axis=1))
+
+
+def test_chebycf_degree_normalisation_is_invariant_to_the_degrees_scale():
+    """The row is divided by ``d^beta`` and the scores multiplied by it: scaling every degree by a
+    constant changes nothing, so a large ``beta`` over equal degrees scores as ``beta = 0``."""
+    X = sp.csr_matrix(np.kron(np.eye(3), np.ones((4, 3))))  # every item has degree 4
+    users = np.arange(X.shape[0])
+    plain = ChebyCF(factors=2, beta=0.0).fit(X).score(users)
+    np.testing.assert_allclose(ChebyCF(factors=2, beta=300.0).fit(X).score(users), plain, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(order=-1), "order"),
+        (dict(flatness=0.0), "flatness"),
+        (dict(flatness=float("nan")), "flatness"),
+        (dict(alpha=-0.1), "alpha"),
+        (dict(beta=-1.0), "beta"),
+        (dict(factors=31), "factors=31 exceeds"),
+    ],
+)
+def test_chebycf_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        ChebyCF(**{"factors": 4, **params}).fit(feedback(0))
+
+
+def test_chebycf_new_users_similar_items_and_files(tmp_path):
+    X = feedback(6)
+    model = ChebyCF(factors=4, random_state=0).fit(X)
+    rows = X[[4, 7]]
+    ids, _ = model.recommend(np.array([100, 101]), user_items=rows, N=5, recalculate_user=True)  # new users fold in
+    np.testing.assert_array_equal(ids, model.recommend(np.array([4, 7]), N=5)[0])
+    full = chebycf_filter(X, model, dict(order=8, flatness=1.5, alpha=0.2, beta=0.4))
+    sim, _ = model.similar_items(3, N=4)
+    assert sim.tolist() == [i for i in np.argsort(-full[3], kind="stable") if i != 3][:4]
+    loaded = Recommender.load(model.save(tmp_path / "chebycf"))
+    assert isinstance(loaded, ChebyCF) and loaded.get_params() == model.get_params()
+    np.testing.assert_array_equal(loaded.score(np.arange(10)), model.score(np.arange(10)))

@@ -19,7 +19,21 @@ from functools import partial
 
 from ..febr import FEBR, AffinityFEBR
 from ..febr.bases import AUTO_BASES, Workload
-from ..models import ALS, BPR, BSPM, EASE, GFCF, KUNN, SLIM, ItemKNN, LightFMWARP, Popularity, RP3beta, UserKNN
+from ..models import (
+    ALS,
+    BPR,
+    BSPM,
+    EASE,
+    GFCF,
+    KUNN,
+    SLIM,
+    ChebyCF,
+    ItemKNN,
+    LightFMWARP,
+    Popularity,
+    RP3beta,
+    UserKNN,
+)
 
 
 @dataclass(frozen=True)
@@ -310,6 +324,27 @@ METHODS: dict[str, Method] = {
                 tuple({"sharpen_time": t, "beta": b} for t in (2.5, 0.5, 1.0, 1.5, 2.0) for b in (0.2, 0.0, 0.3, 0.5)),
             ),
             description="BSPM (Choi et al. 2023): blurring and sharpening of the graph filters, closed form",
+            k_axis=(0, 1),
+            seeded=True,
+        ),
+        Method(
+            "ChebyCF",
+            _model(ChebyCF),
+            "factors",
+            _both((512, 256), (128, 256, 512)),
+            _both(
+                tuple(
+                    {"flatness": f, "alpha": a, "beta": b}
+                    for f, a, b in ((1.5, 0.2, 0.4), (1.0, 0.2, 0.4), (2.0, 0.2, 0.4), (1.5, 0.1, 0.3))
+                ),
+                tuple(
+                    {"flatness": f, "alpha": a, "beta": b}
+                    for f in (1.5, 1.0, 2.0)
+                    for a in (0.2, 0.1, 0.3)
+                    for b in (0.4, 0.3, 0.5)
+                ),
+            ),
+            description="ChebyCF (Kim et al. 2025): a Chebyshev-interpolated spectral filter of the item graph, closed form",
             k_axis=(0, 1),
             seeded=True,
         ),

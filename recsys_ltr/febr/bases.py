@@ -1,11 +1,12 @@
 """The base recommenders of stacked FEBR: the default set and reuse.
 
 With ``bases="auto"`` FEBR stacks the strong simple models a user would otherwise pick, each at its
-one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``GFCF()``, ``ALS()``,
-``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.  On large
-data a base whose fit grows faster than the positives is left out where its cost model
+one-line default: ``EASE()`` (dense up to 4,096 items, sparse above), ``GFCF()``, ``ChebyCF()``,
+``ALS()``, ``RP3beta()``, ``KUNN()``, user-p, item-p and, up to :data:`SLIM_ITEMS` items, fsSLIM.  On
+large data a base whose cost grows faster than the positives is left out where its cost model
 (:class:`Workload`) passes a fixed limit: the user-side neighbourhoods past :data:`USER_PAIRS`,
-EASE and GF-CF past :data:`ITEM_PAIRS`.  :data:`AUTO_BASES` is the one list of default bases: the
+EASE past :data:`ITEM_PAIRS`, GF-CF past :data:`GRAPH_PAIRS`, ChebyCF past :data:`GRAPH_PAIRS` or
+:data:`CHEBY_POSITIVES`.  :data:`AUTO_BASES` is the one list of default bases: the
 command line's stacked methods stack its tuned rows.  No setting is searched: a grid of 2-3
 settings per base, searched on the training labels, fitted every base up to five times instead of
 three for at most .0010 more test ADG of ``FEBR()`` on the five benchmark sets (3 seeds; README).
@@ -21,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from ..models import ALS, EASE, GFCF, KUNN, SLIM, ItemKNN, RP3beta, UserKNN
+from ..models import ALS, EASE, GFCF, KUNN, SLIM, ChebyCF, ItemKNN, RP3beta, UserKNN
 from ..models.base import Recommender
 from ..models.graph_filter import GRAPH_ENTRY_BYTES
 from ..split import label_parts, sample_users_trusted
@@ -30,6 +31,7 @@ from .training import STAT_USERS, OptADGRecommender
 
 __all__ = [
     "AUTO_BASES",
+    "CHEBY_POSITIVES",
     "GRAPH_BYTES",
     "GRAPH_PAIRS",
     "ITEM_PAIRS",
@@ -66,34 +68,37 @@ class Workload(NamedTuple):
     ``user_pairs = sum_i d_i^2`` over the items' degrees: the (user, user) pairs through a shared
     item that the user-side neighbourhoods (UserKNN, KUNN) visit.  ``item_pairs = sum_u n_u^2``
     over the users' activity: the (item, item) pairs that EASE's Gram matrix ``X^T X`` sums, at most
-    its stored entries.
+    its stored entries.  ``positives = nnz(X)``: a product of a dense row by the item graph through the
+    users costs ``2 nnz(X)`` (ChebyCF scores a user with seven of them).
     """
 
     n_items: int
     user_pairs: float
     item_pairs: float
+    positives: int
 
     @classmethod
     def of(cls, X) -> Workload:
         """The workload of a canonical CSR ``X``."""
         item_degree = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
         activity = np.diff(X.indptr).astype(np.float64)
-        return cls(X.shape[1], float(item_degree @ item_degree), float(activity @ activity))
+        return cls(X.shape[1], float(item_degree @ item_degree), float(activity @ activity), X.nnz)
 
 
 class AutoBase(NamedTuple):
     """One default base: its name (the command line's row), template and the largest data it is
-    stacked on: catalogue size and :class:`Workload` pairs (``None``: any)."""
+    stacked on: catalogue size, :class:`Workload` pairs and positives (``None``: any)."""
 
     name: str
     template: Recommender
     max_items: int | None = None
     max_user_pairs: float | None = None
     max_item_pairs: float | None = None
+    max_positives: int | None = None
 
     def applies(self, workload: Workload) -> bool:
         """Whether the base is stacked on data of ``workload``."""
-        limits = zip((self.max_items, self.max_user_pairs, self.max_item_pairs), workload)
+        limits = zip((self.max_items, self.max_user_pairs, self.max_item_pairs, self.max_positives), workload)
         return all(limit is None or value <= limit for limit, value in limits)
 
 
@@ -146,10 +151,23 @@ GRAPH_PAIRS = 2**31
 #: wherever :data:`GRAPH_PAIRS` stacks it.
 GRAPH_BYTES = GRAPH_ENTRY_BYTES * GRAPH_PAIRS
 
+#: :attr:`Workload.positives` up to which FEBR stacks ChebyCF beside GF-CF.  ChebyCF scores a user
+#: with seven dense products by the item graph, ``14 nnz(X)`` multiply-adds, and FEBR scores each base
+#: for up to about 20,000 users (the pools' :data:`POOL_USERS`, the validation samples and the context
+#: statistics): at this limit about 7e10, half a minute on two cores.  Within it: citeulike-a,
+#: lastfm-2k, msweb and movielens-100k, where it pays (citeulike-a: its tail; without it ``FEBR()`` was
+#: below ``ChebyCF()`` on MAP, ``benchmarks/febr_defaults.py``).  Past it: movielens-1m-implicit
+#: (527,000 training positives, where it doubled the fit's CPU and was never in the tail) and gowalla
+#: (810,128: Recall@20 .1850 -> .1888 for a fit of 311 CPU s, 19x ``EASE()``'s).
+CHEBY_POSITIVES = 2**18
+
 #: ``bases="auto"``: the models at their defaults (fsSLIM with ``k=100`` candidates per item).
 AUTO_BASES = (
     AutoBase("EASE", EASE(), max_item_pairs=ITEM_PAIRS),
     AutoBase("GF-CF", GFCF(max_graph_bytes=GRAPH_BYTES), max_item_pairs=GRAPH_PAIRS),
+    AutoBase(
+        "ChebyCF", ChebyCF(max_graph_bytes=GRAPH_BYTES), max_item_pairs=GRAPH_PAIRS, max_positives=CHEBY_POSITIVES
+    ),
     AutoBase("ALS", ALS()),
     AutoBase("RP3beta", RP3beta()),
     AutoBase("KUNN", KUNN(), max_user_pairs=USER_PAIRS),

@@ -55,9 +55,9 @@ class FEBR(OptADGRecommender):
     ----------
     bases : "auto" or list of Recommender or of (str, Recommender)
         ``"auto"``: the default bases of :data:`recsys_ltr.febr.bases.AUTO_BASES`, each at its one-line
-        default (EASE, dense on small catalogues and sparse on large ones, GF-CF, ALS, RP3β, KUNN,
-        user-p, item-p and, up to 2,048 items, fsSLIM), chosen on the training data: on large data the
-        user-side neighbourhoods, EASE and GF-CF are left out past a cost limit
+        default (EASE, dense on small catalogues and sparse on large ones, GF-CF, ChebyCF, ALS, RP3β,
+        KUNN, user-p, item-p and, up to 2,048 items, fsSLIM), chosen on the training data: on large data
+        the user-side neighbourhoods, EASE, GF-CF and ChebyCF are left out past a cost limit
         (:class:`~recsys_ltr.febr.bases.Workload`).  A list: these recommenders with their parameters as
         given (a model already fitted on the same ``X`` is reused at prediction), each named by its
         class or, as in scikit-learn's ``StackingClassifier``, by the name it is paired with; the

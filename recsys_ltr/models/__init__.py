@@ -8,7 +8,7 @@ from .base import Recommender
 from .content import ContentItemKNN
 from .ease import EASE
 from .factorization import ALS, BPR, LightFMWARP
-from .graph_filter import BSPM, GFCF
+from .graph_filter import BSPM, GFCF, ChebyCF
 from .neighborhood import KUNN, ItemKNN, UserKNN
 from .popularity import Popularity
 from .rp3beta import RP3beta
@@ -22,6 +22,7 @@ __all__ = [
     "GFCF",
     "KUNN",
     "SLIM",
+    "ChebyCF",
     "ContentItemKNN",
     "ItemKNN",
     "LightFMWARP",

@@ -1,6 +1,7 @@
 """Graph filters for collaborative filtering, in closed form on a CPU: GF-CF (Shen et al., "How
-Powerful is Graph Convolution for Recommendation?", CIKM 2021) and BSPM (Choi et al.,
-"Blurring-Sharpening Process Models for Collaborative Filtering", SIGIR 2023).
+Powerful is Graph Convolution for Recommendation?", CIKM 2021), BSPM (Choi et al.,
+"Blurring-Sharpening Process Models for Collaborative Filtering", SIGIR 2023) and ChebyCF (Kim et
+al., "Graph Spectral Filtering with Chebyshev Interpolation for Recommendation", SIGIR 2025).
 
 With ``X`` the binary users x items matrix and ``R = D_U^{-1/2} X D_I^{-1/2}`` its degree-normalised
 form, a user's scores are the row ``r_u`` of ``X`` passed through two filters of the item-item graph
@@ -29,6 +30,19 @@ takes ``K_s`` steps of Euler or Runge-Kutta 4.  The equations are linear with a 
 every 4-stage RK4 (the classic rule, torchdiffeq's 3/8 rule) takes the same step, ``y sum_{j<=4}
 (-tau P)^j / j!``, computed here with four products by ``P`` (each ``(y R^T) R``, never forming
 ``P``).
+
+ChebyCF passes a row through a non-linear function of the graph's spectrum: with the Laplacian ``L =
+I - P`` scaled to ``[-1, 1]`` as ``L~ = 2L - I = I - 2P`` (``P``'s spectrum is in ``[0, 1]``), the
+filter is ``h(L~)`` for the "plateau" transfer function ``h(x) = (1 - sign(x) |x|^phi) / 2`` (1 where
+``P`` has eigenvalue 1, the smoothest signals, 0 where it has 0; linear -- ``h(L~) = P`` -- at flatness
+``phi = 1``, flatter in the middle above it), applied as its Chebyshev interpolant of order ``K`` at the ``K + 1`` Chebyshev
+nodes ``x_k = cos((k + 1/2) pi / (K + 1))``: ``sum_n c_n T_n(L~)``, ``c_n = 2/(K + 1) sum_k h(x_k)
+T_n(x_k)`` (``c_0`` halved), each ``T_n(L~) s`` by the three-term recurrence -- ``K`` products by ``P``,
+no eigendecomposition.  Around it a degree normalisation (the row divided by the item degrees to the
+power ``beta`` before, multiplied after) and the ideal low-pass filter of ``eta`` singular vectors
+with weight ``alpha``, on the same normalised row.  The authors' code evaluates ``h`` at ``cos(j pi /
+K)``, ``j = 0..K``, and interpolates those values at the nodes above, a filter a little steeper at
+both ends than the ``h`` it describes; this module interpolates ``h`` itself.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
+from scipy.fft import dct
 from scipy.linalg import solve_triangular
 
 from .._memory import readable_bytes
@@ -49,7 +64,7 @@ from .._validation import check_positive_int, check_random_state, check_real
 from ..neighbors.knn import inverse_sqrt
 from .base import Recommender
 
-__all__ = ["BSPM", "GFCF"]
+__all__ = ["BSPM", "GFCF", "ChebyCF"]
 
 _log = logging.getLogger(__name__)
 
@@ -158,27 +173,28 @@ class GFCF(Recommender):
         """Refuse, before any score is computed, settings whose scores could leave float64's range.
 
         ``P = R^T R`` has its spectrum in ``[0, 1]`` (``R`` is degree-normalised), so a product by
-        ``P`` never grows a row; the ideal filter grows one by at most ``c F``, ``c = sqrt(max degree /
-        min degree)`` over the items with a positive, ``F = ||V_k||_F^2`` (``k`` for orthonormal
-        rows); blurring and sharpening by their steps' largest factor on ``[0, 1]``
+        ``P`` never grows a row; the ideal filter grows one by at most ``2 w c F``, ``w`` its weight,
+        ``c = sqrt(max degree / min degree)`` over the items with a positive, ``F = ||V_k||_F^2`` (``k``
+        for orthonormal rows); blurring and sharpening by their steps' largest factor on ``[0, 1]``
         (:meth:`_log_growth`).  A binary row has norm at most ``sqrt(n_items)``."""
         used = degree[degree > 0]
-        c = float(np.sqrt(used.max() / used.min())) if used.size else 1.0
-        log_blur, log_sharpen, name = self._log_growth()
+        log_ratio = float(np.log(used.max() / used.min())) if used.size else 0.0
         with np.errstate(divide="ignore"):  # a weight 0: log 0 = -inf, nothing added
-            log_ideal = np.log(2.0 * c) + np.log(float(getattr(self, name))) + np.log(float(frobenius))
-        log_bound = 0.5 * np.log(max(degree.size, 1)) + log_sharpen + np.logaddexp(log_blur, log_ideal)
+            outer, inner, (name, log_weight) = self._log_growth(log_ratio)
+            ideal = (name, np.log(2.0) + log_weight + np.log(float(frobenius)))
+        log_bound = 0.5 * np.log(max(degree.size, 1)) + outer[1] + np.logaddexp(inner[1], ideal[1])
         if not log_bound < _LOG_SCORE_LIMIT:
-            worst = max(("blur_time", log_blur), ("sharpen_time", log_sharpen), (name, log_ideal), key=lambda t: t[1])
+            worst = max(outer, inner, ideal, key=lambda t: t[1])
             raise ValueError(
                 f"{type(self).__name__}'s scores could reach e^{log_bound:.4g}, beyond float64's range: "
                 f"{worst[0]}={getattr(self, worst[0])!r} grows them by up to e^{worst[1]:.4g}; lower it"
             )
 
-    def _log_growth(self):
-        """Logs of the largest growth of a row by blurring and by sharpening, and the name of the
-        ideal filter's weight (:meth:`_check_finite_scores`)."""
-        return 0.0, 0.0, "alpha"
+    def _log_growth(self, log_ratio):
+        """``(name, log)`` of the largest growth of a row by each part of the filter: the one applied
+        last (sharpening), the one beside the ideal filter (blurring), and the ideal filter's weight
+        with its degree normalisation (``log_ratio``: log of max / min item degree)."""
+        return ("sharpen_time", 0.0), ("blur_time", 0.0), ("alpha", np.log(float(self.alpha)) + 0.5 * log_ratio)
 
     def _fit(self, X):
         R = _normalized(X)
@@ -192,11 +208,14 @@ class GFCF(Recommender):
         self.normalized_ = _normalized(self.user_items_)
         self.normalized_t_ = self.normalized_.T.tocsr()
         self.graph_ = self._graph()
-        degree = self.item_popularity_  # the item degrees of the binary training matrix
-        inv = inverse_sqrt(degree)
+        pre, post = self._degree_scaling(self.item_popularity_)  # the binary training matrix's item degrees
         # D_I^{-1/2} V_k^T (n_items, k), C-ordered: scipy's sparse @ dense copies any other layout per call
-        self.left_ = np.ascontiguousarray(self.components_.T * inv[:, None])
-        self.right_ = self.components_ * np.sqrt(degree)[None, :]  # V_k D_I^{1/2}  (k, n_items)
+        self.left_ = np.ascontiguousarray(self.components_.T * pre[:, None])
+        self.right_ = self.components_ * post[None, :]  # V_k D_I^{1/2}  (k, n_items)
+
+    def _degree_scaling(self, degree):
+        """The item weights around the ideal filter: ``D_I^{-1/2}`` before, ``D_I^{1/2}`` after."""
+        return inverse_sqrt(degree), np.sqrt(degree)
 
     def _score_rows(self, rows, ids, recalculate):
         with limit_threads(self.num_threads):
@@ -249,7 +268,29 @@ class GFCF(Recommender):
         self._check_finite_scores(np.bincount(self.user_items_.indices, minlength=n), np.sum(self.components_**2))
 
 
-class BSPM(GFCF):
+class _DenseFilter(GFCF):
+    """A graph filter that carries dense rows through repeated products by ``P``: scored
+    :data:`_SUBBLOCK` users at a time by :meth:`_process`."""
+
+    def _score_rows(self, rows, ids, recalculate):
+        out = np.empty((rows.shape[0], self.n_items_))
+        with limit_threads(self.num_threads), numba_threads(self.num_threads):
+            for lo in range(0, rows.shape[0], _SUBBLOCK):  # small temporaries: a few rows of each
+                out[lo : lo + _SUBBLOCK] = self._process(rows[lo : lo + _SUBBLOCK])
+        return out
+
+    def _process(self, rows) -> np.ndarray:
+        raise NotImplementedError
+
+    def _times_p(self, Y) -> np.ndarray:
+        """``Y P = (Y R^T) R`` for a dense block ``Y``."""
+        R = self.normalized_
+        out = np.empty_like(Y)
+        _gram_product(Y, R.indptr, R.indices, R.data, out)
+        return out
+
+
+class BSPM(_DenseFilter):
     """BSPM, the blurring-sharpening process model (Choi et al., SIGIR 2023; module docstring).
 
     ``score(u, .)`` is the reference implementation's ``getUsersRating``: the blurred row ``x_b``
@@ -354,11 +395,12 @@ class BSPM(GFCF):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
-    def _log_growth(self):
+    def _log_growth(self, log_ratio):
+        ideal = ("beta", np.log(float(self.beta)) + 0.5 * log_ratio)
         tau_b = float(self.blur_time) / self.blur_steps
         log_blur = self.blur_steps * np.log(max(1.0, tau_b - 1.0))  # Euler factors 1 - tau + tau l, l in [0, 1]
         if not self.sharpen_steps:
-            return log_blur, 0.0, "beta"
+            return ("sharpen_time", 0.0), ("blur_time", log_blur), ideal
         tau = float(self.sharpen_time) / self.sharpen_steps
         if self.solver == "euler":  # factors 1 - tau l
             per_step = np.log(max(1.0, tau - 1.0))
@@ -368,14 +410,7 @@ class BSPM(GFCF):
             )
         else:
             per_step = 0.0
-        return log_blur, self.sharpen_steps * per_step, "beta"
-
-    def _score_rows(self, rows, ids, recalculate):
-        out = np.empty((rows.shape[0], self.n_items_))
-        with limit_threads(self.num_threads), numba_threads(self.num_threads):
-            for lo in range(0, rows.shape[0], _SUBBLOCK):  # small temporaries: a few rows of each
-                out[lo : lo + _SUBBLOCK] = self._process(rows[lo : lo + _SUBBLOCK])
-        return out
+        return ("sharpen_time", self.sharpen_steps * per_step), ("blur_time", log_blur), ideal
 
     def _process(self, rows):
         """The scores of ``rows``: blurring, the ideal filter, sharpening (class docstring)."""
@@ -416,12 +451,137 @@ class BSPM(GFCF):
             total = total + y if self.point_combination else y
         return y, total
 
-    def _times_p(self, Y) -> np.ndarray:
-        """``Y P = (Y R^T) R`` for a dense block ``Y``."""
-        R = self.normalized_
-        out = np.empty_like(Y)
-        _gram_product(Y, R.indptr, R.indices, R.data, out)
-        return out
+
+class ChebyCF(_DenseFilter):
+    """ChebyCF, graph spectral filtering with Chebyshev interpolation (Kim et al., SIGIR 2025;
+    module docstring).
+
+    ``score(u, .) = (sum_n c_n T_n(I - 2P) s_u + alpha s_u V_eta^T V_eta) D_I^beta`` with ``s_u = x_u
+    D_I^-beta``: the order-``K`` Chebyshev interpolant of the plateau function ``h`` of flatness
+    ``phi``, the ideal low-pass filter of ``eta`` singular vectors, both on the row divided by the
+    item degrees to the power ``beta``, the sum multiplied by them.  The defaults are the authors'
+    gowalla setting (``K = 8, phi = 1.5, eta = 512, alpha = 0.2, beta = 0.4``).
+
+    Parameters
+    ----------
+    order : int >= 0
+        ``K``, the degree of the Chebyshev interpolant: ``K`` products by ``P`` per user.
+    flatness : float > 0
+        ``phi`` of ``h(x) = (1 - sign(x) |x|^phi) / 2``; 1 gives the linear filter ``P`` exactly.
+    factors : int
+        ``eta``, the singular vectors of the ideal low-pass filter.
+    alpha : float >= 0
+        Weight of the ideal low-pass filter (0: the Chebyshev filter alone).
+    beta : float >= 0
+        Power of the item degrees in the normalisation around both filters (0: none).
+    iterations, random_state, max_graph_bytes, num_threads, show_progress :
+        As :class:`GFCF`'s.
+
+    Attributes
+    ----------
+    normalized_, components_, singular_values_ :
+        As :class:`GFCF`'s.
+    coefficients_ : ndarray, shape (order + 1,)
+        ``c_0 .. c_K`` (derived from ``order`` and ``flatness``, not saved).
+    degree_scaling_ : tuple of two ndarrays, shape (n_items,)
+        The item weights before and after the filters, ``D_I^-beta`` and ``D_I^beta`` of the degrees
+        over the largest (derived, not saved).
+
+    Scoring a block of users holds three dense rows per user of the block and costs ``2 nnz(X)``
+    multiply-adds per user for each of the ``K - 1`` products of a dense row by ``P``; the first, of
+    the sparse row, is GF-CF's linear term (``max_graph_bytes``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recsys_ltr.datasets import make_synthetic
+    >>> from recsys_ltr.models import ChebyCF, GFCF
+    >>> X = make_synthetic(n_users=300, n_items=100, density=0.1, factor_scale=3.0, random_state=0).matrix
+    >>> model = ChebyCF(factors=16, random_state=0).fit(X)
+    >>> ids, scores = model.recommend(0, N=3)
+    >>> ids.shape
+    (3,)
+    >>> linear = ChebyCF(order=1, flatness=1.0, factors=16, alpha=0.0, beta=0.0).fit(X)  # h linear: P
+    >>> bool(np.allclose(linear.score([0]), GFCF(factors=16, alpha=0.0).fit(X).score([0])))
+    True
+    """
+
+    def __init__(
+        self,
+        order=8,
+        flatness=1.5,
+        factors=512,
+        alpha=0.2,
+        beta=0.4,
+        iterations=7,
+        random_state=0,
+        max_graph_bytes=GRAPH_BYTES,
+        num_threads=0,
+        show_progress=None,
+    ):
+        self.order = order
+        self.flatness = flatness
+        self.factors = factors
+        self.alpha = alpha
+        self.beta = beta
+        self.iterations = iterations
+        self.random_state = random_state
+        self.max_graph_bytes = max_graph_bytes
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+
+    def _check_filter_params(self):
+        check_positive_int(self.order, "order", minimum=0)
+        check_real(self.flatness, "flatness", low=0.0, low_open=True)
+        check_real(self.alpha, "alpha", low=0.0)
+        check_real(self.beta, "beta", low=0.0)
+
+    def _log_growth(self, log_ratio):
+        # |sum_n c_n T_n| <= sum_n |c_n| on [-1, 1]; the degree scaling grows a row by (max / min)^beta
+        log_filter = np.log(np.abs(chebyshev_coefficients(self._param("order"), self._param("flatness"))).sum())
+        return ("beta", float(self.beta) * log_ratio), ("order", log_filter), ("alpha", np.log(float(self.alpha)))
+
+    def _prepare(self):
+        super()._prepare()
+        self.coefficients_ = chebyshev_coefficients(self.order, self.flatness)
+        self.degree_scaling_ = self._degree_scaling(self.item_popularity_)
+
+    def _degree_scaling(self, degree):
+        """``D_I^-beta`` before the filters and ``D_I^beta`` after, of the degrees over the largest
+        (the same scores; neither overflows when the bound of :meth:`_check_finite_scores` holds)."""
+        used = degree > 0
+        scaled = np.where(used, degree / max(degree.max(), 1.0), 1.0)
+        beta = float(self.beta)
+        return np.where(used, scaled**-beta, 0.0), np.where(used, scaled**beta, 0.0)
+
+    def _process(self, rows):
+        """The scores of ``rows``: the three-term recurrence ``T_{n+1} = 2 L~ T_n - T_{n-1}``
+        (``L~ s = s - 2 s P``) summed with the coefficients, then the ideal filter (class docstring)."""
+        pre, post = self.degree_scaling_
+        signal = rows @ sp.diags(pre)  # s = x D^-beta, sparse
+        previous = signal.toarray()
+        total = self.coefficients_[0] * previous
+        if self.order:
+            current = previous - 2.0 * self._linear(signal.tocsr())
+            total += self.coefficients_[1] * current
+            for c in self.coefficients_[2:]:
+                previous, current = current, 2.0 * (current - 2.0 * self._times_p(current)) - previous
+                total += c * current
+        total *= post
+        if self.alpha:
+            total += float(self.alpha) * self._low_pass(rows)
+        return total
+
+
+def chebyshev_coefficients(order, flatness) -> np.ndarray:
+    """``c_0 .. c_K`` of the Chebyshev interpolant of ChebyCF's plateau ``h(x) = (1 - sign(x)
+    |x|^phi) / 2`` at the ``K + 1`` nodes ``x_k = cos((k + 1/2) pi / (K + 1))`` (module docstring):
+    ``c_n = 2/(K + 1) sum_k h(x_k) cos(n (k + 1/2) pi / (K + 1))``, ``c_0`` halved -- a DCT-II."""
+    nodes = np.sin(0.5 * np.pi * (order - 2 * np.arange(order + 1)) / (order + 1))  # the cosines, exactly odd
+    h = 0.5 - 0.5 * np.sign(nodes) * np.abs(nodes) ** float(flatness)
+    c = dct(h, type=2) / (order + 1)  # scipy's DCT-II is 2 sum_k h_k cos(pi n (2k + 1) / (2N))
+    c[0] /= 2.0
+    return c
 
 
 #: Natural log of the largest score :meth:`GFCF._check_finite_scores` admits, with room below float64's
