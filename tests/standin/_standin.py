@@ -5,8 +5,8 @@ installs them in every Python process started with ``RECSYS_LTR_STANDIN_DATA=1``
 
 Each stand-in is of the kind the real loader returns -- an :class:`~recsys_ltr.Interactions` with
 counts, timestamps and item tags; a published three-way split; a learning-to-rank split of queries
--- and large enough for the models' defaults (GF-CF's 256 and BSPM's 448 factors, EASE's sparse
-solve above 4,096 items for ``gowalla``), small enough that a script's whole path runs in seconds.
+-- and large enough for the models' defaults (GF-CF's 256 and BSPM's 448 factors; ChebyCF's 512, EASE's
+sparse solve above 4,096 items for ``gowalla``), small enough that a script's whole path runs in seconds.
 """
 
 import numpy as np
@@ -15,13 +15,14 @@ import scipy.sparse as sp
 
 def standin(name=None, data_dir=None, verify=True):
     """Power-law popularity, log-normal activity (:func:`~recsys_ltr.datasets.make_synthetic`):
-    ``gowalla`` 500 users x 5,000 items, any other name 500 x 600; counts, times and 200 tags."""
+    ``gowalla`` 600 users x 5,000 items, any other name 500 x 600; counts, times and 200 tags."""
     from recsys_ltr import Interactions
     from recsys_ltr.datasets import make_synthetic
 
     n_items = 5000 if name == "gowalla" else 600
     rng = np.random.default_rng(0)
-    X = make_synthetic(n_users=500, n_items=n_items, density=0.03, random_state=0).matrix
+    n_users = 600 if name == "gowalla" else 500
+    X = make_synthetic(n_users=n_users, n_items=n_items, density=0.03, random_state=0).matrix
     counts = sp.csr_matrix((rng.integers(1, 60, X.nnz).astype(float), X.indices, X.indptr), shape=X.shape)
     tags = (sp.random(n_items, 200, density=0.08, random_state=0, format="csr") + sp.eye(n_items, 200)).tocsr()
     tags.data[:] = 1.0
