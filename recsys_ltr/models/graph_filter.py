@@ -558,11 +558,12 @@ class ChebyCF(_DenseFilter):
         """The scores of ``rows``: the three-term recurrence ``T_{n+1} = 2 L~ T_n - T_{n-1}``
         (``L~ s = s - 2 s P``) summed with the coefficients, then the ideal filter (class docstring)."""
         pre, post = self.degree_scaling_
-        signal = rows @ sp.diags(pre)  # s = x D^-beta, sparse
+        signal = rows.copy()  # s = x D^-beta, sparse and canonical as the rows
+        signal.data = signal.data * pre[signal.indices]
         previous = signal.toarray()
         total = self.coefficients_[0] * previous
         if self.order:
-            current = previous - 2.0 * self._linear(signal.tocsr())
+            current = previous - 2.0 * self._linear(signal)
             total += self.coefficients_[1] * current
             for c in self.coefficients_[2:]:
                 previous, current = current, 2.0 * (current - 2.0 * self._times_p(current)) - previous
